@@ -1,0 +1,53 @@
+"""The store's exceptions: one family, each naming what was wrong.
+
+Callers of the old ``sqlite3`` store caught ``ValueError`` for bad titles, so
+input errors stay ``ValueError`` subclasses; a missing session is a
+``LookupError``; a database that stayed locked is its own kind, because the
+right reaction (retry later, tell the user) differs from a programming error.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every error raised on purpose by hermes_store."""
+
+
+class InvalidInputError(StoreError, ValueError):
+    """An argument was rejected before anything was written."""
+
+
+class TitleConflictError(InvalidInputError):
+    """The cleaned title already belongs to another session."""
+
+
+class SessionExistsError(InvalidInputError):
+    """``create_session`` was given an id that is already taken."""
+
+
+class SessionNotFoundError(StoreError, LookupError):
+    """The operation names a session id that is not in the store."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r}")
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StoreLockedError(StoreError):
+    """Another connection held the write lock for longer than the patience budget."""
+
+    def __init__(self, database: str, waited_s: float, attempts: int) -> None:
+        super().__init__(
+            f"database {database} stayed locked by another writer for {waited_s:.2f} s "
+            f"({attempts} attempts); nothing was written"
+        )
+        self.database = database
+        self.waited_s = waited_s
+        self.attempts = attempts
+
+
+class SchemaError(StoreError):
+    """The database's schema is one this package cannot read or bring to head."""

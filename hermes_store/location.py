@@ -1,0 +1,57 @@
+"""Where the store lives: ``$HERMES_HOME/state.db`` unless told otherwise.
+
+Resolution happens at call time, never at import, so a process that changes
+``HERMES_HOME`` (tests, worktree agents) gets the file it asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+
+URL_ENV = "HERMES_STORE_URL"
+HOME_ENV = "HERMES_HOME"
+DB_FILENAME = "state.db"
+
+
+def hermes_home() -> Path:
+    """The agent's home folder: ``$HERMES_HOME`` or ``~/.hermes``."""
+    configured = os.environ.get(HOME_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".hermes"
+
+
+def default_db_path() -> Path:
+    return hermes_home() / DB_FILENAME
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> URL:
+    return URL.create("sqlite", database=os.fspath(Path(path).expanduser()))
+
+
+def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
+    """Turn a path, a URL string, or nothing into the URL of the store.
+
+    Order: the explicit argument, then ``$HERMES_STORE_URL``, then the
+    default file. A plain path (anything without ``://``) is a SQLite file.
+    """
+    if target is None:
+        env_url = os.environ.get(URL_ENV)
+        return make_url(env_url) if env_url else sqlite_url(default_db_path())
+    if isinstance(target, URL):
+        return target
+    text = os.fspath(target)
+    if "://" in text:
+        return make_url(text)
+    return sqlite_url(text)
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file behind a SQLite URL, or None for other backends and memory databases."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
