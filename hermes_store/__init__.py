@@ -1,0 +1,34 @@
+"""hermes_store: the Hermes agent's session store on SQLAlchemy.
+
+``SessionDB`` is the drop-in facade; ``Store`` and its units of work are what
+services receive by injection.
+"""
+
+from .engine import ContentionPolicy
+from .errors import (
+    InvalidInputError,
+    SchemaError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreError,
+    StoreLockedError,
+    TitleConflictError,
+)
+from .facade import SessionDB
+from .store import Store
+from .uow import UnitOfWork, UnitOfWorkFactory
+
+__all__ = [
+    "ContentionPolicy",
+    "InvalidInputError",
+    "SchemaError",
+    "SessionDB",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "Store",
+    "StoreError",
+    "StoreLockedError",
+    "TitleConflictError",
+    "UnitOfWork",
+    "UnitOfWorkFactory",
+]

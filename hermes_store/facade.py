@@ -1,0 +1,523 @@
+"""``SessionDB``: the documented API of the old ``hermes_state.SessionDB``, drop-in.
+
+Every method is one unit of work on the injected (or self-made) store, so a
+method either happens completely or not at all. Arguments are checked before
+the transaction starts; a rejected call leaves the database as it was.
+Return shapes (plain dicts, JSON fields decoded on read) follow the old class
+so agent code does not change.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from .engine import ContentionPolicy
+from .errors import (
+    InvalidInputError,
+    SessionExistsError,
+    SessionNotFoundError,
+    TitleConflictError,
+)
+from .fts_query import sanitize_fts5_query
+from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
+from .store import Store
+from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
+from .uow import UnitOfWork
+from .validation import (
+    decode_json,
+    int_arg,
+    json_arg,
+    names_arg,
+    number_arg,
+    text_arg,
+)
+
+SECONDS_PER_DAY = 86400.0
+JSON_MESSAGE_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items")
+
+
+def _decoded(message: dict[str, Any]) -> dict[str, Any]:
+    for field in JSON_MESSAGE_FIELDS:
+        if message.get(field):
+            message[field] = decode_json(message[field])
+    return message
+
+
+def _tool_call_total(tool_calls: Any) -> int:
+    """How many calls a message carries: a list counts its items, anything else is one."""
+    if not tool_calls:
+        return 0
+    return len(tool_calls) if isinstance(tool_calls, list) else 1
+
+
+class SessionDB:
+    """Session storage with FTS5 search, on SQLite by default."""
+
+    MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        store: Store | None = None,
+        policy: ContentionPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if store is not None and db_path is not None:
+            raise InvalidInputError("pass either db_path or store, not both")
+        self._store = store or Store(db_path, policy=policy)
+        self._owns_store = store is None
+        self._clock = clock
+        self.db_path = self._store.path
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    def close(self) -> None:
+        """Release the connections (only those of a store this object made)."""
+        if self._owns_store:
+            self._store.close()
+
+    def __enter__(self) -> SessionDB:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------
+    # Session lifecycle
+    # ------------------------------------------------------------------
+    def create_session(
+        self,
+        session_id: str,
+        source: str,
+        model: str | None = None,
+        model_config: Mapping[str, Any] | None = None,
+        system_prompt: str | None = None,
+        user_id: str | None = None,
+        parent_session_id: str | None = None,
+    ) -> str:
+        """Create a session record and return its id."""
+        values = {
+            "id": text_arg("session_id", session_id, non_empty=True),
+            "source": text_arg("source", source, non_empty=True),
+            "model": text_arg("model", model, optional=True),
+            "model_config": json_arg("model_config", model_config),
+            "system_prompt": text_arg("system_prompt", system_prompt, optional=True),
+            "user_id": text_arg("user_id", user_id, optional=True),
+            "parent_session_id": text_arg("parent_session_id", parent_session_id, optional=True),
+            "started_at": self._clock(),
+        }
+        with self._store.write() as uow:
+            if uow.sessions.exists(session_id):
+                raise SessionExistsError(f"a session with id {session_id!r} already exists")
+            if parent_session_id is not None and not uow.sessions.exists(parent_session_id):
+                raise InvalidInputError(f"parent_session_id {parent_session_id!r} names no session")
+            uow.sessions.add(**values)
+        return session_id
+
+    def end_session(self, session_id: str, end_reason: str | None) -> None:
+        text_arg("end_reason", end_reason, optional=True)
+        self._write_to(
+            session_id, lambda uow: uow.sessions.end(session_id, self._clock(), end_reason)
+        )
+
+    def reopen_session(self, session_id: str) -> None:
+        """Clear ``ended_at``/``end_reason`` so a resumed session counts as active."""
+        self._write_to(session_id, lambda uow: uow.sessions.reopen(session_id))
+
+    def update_system_prompt(self, session_id: str, system_prompt: str | None) -> None:
+        text_arg("system_prompt", system_prompt, optional=True)
+        self._write_to(
+            session_id, lambda uow: uow.sessions.set_system_prompt(session_id, system_prompt)
+        )
+
+    def update_token_counts(
+        self,
+        session_id: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        model: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        actual_cost_usd: float | None = None,
+        cost_status: str | None = None,
+        cost_source: str | None = None,
+        pricing_version: str | None = None,
+        billing_provider: str | None = None,
+        billing_base_url: str | None = None,
+        billing_mode: str | None = None,
+        absolute: bool = False,
+    ) -> None:
+        """Add to the token and cost counters, or set them with ``absolute=True``.
+
+        ``model`` fills in a session that had none; labels (cost status,
+        billing provider, ...) replace the stored ones when given.
+        """
+        arguments = locals()
+        usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
+        minimum = 0 if absolute else None
+        for name in TOKEN_COUNTERS:
+            usage[name] = int_arg(name, arguments[name], minimum=minimum)
+        for name in COST_FIELDS:
+            usage[name] = number_arg(name, arguments[name], optional=True)
+        for name in BILLING_LABELS:
+            usage[name] = text_arg(name, arguments[name], optional=True)
+        if not isinstance(absolute, bool):
+            raise InvalidInputError(f"absolute must be a bool, got {type(absolute).__name__}")
+        self._write_to(
+            session_id, lambda uow: uow.sessions.record_usage(session_id, usage, absolute=absolute)
+        )
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        with self._store.read() as uow:
+            return uow.sessions.get(session_id)
+
+    # ------------------------------------------------------------------
+    # Titles
+    # ------------------------------------------------------------------
+    @staticmethod
+    def sanitize_title(title: str | None) -> str | None:
+        return clean_title(title)
+
+    def set_session_title(self, session_id: str, title: str | None) -> bool:
+        """Set (or, with an empty title, clear) a title unique among sessions."""
+        cleaned = clean_title(title)
+        with self._store.write() as uow:
+            if cleaned is not None:
+                owner = uow.sessions.title_owner(cleaned, excluding=session_id)
+                if owner is not None:
+                    raise TitleConflictError(
+                        f"title {cleaned!r} is already in use by session {owner}"
+                    )
+            try:
+                found = uow.sessions.set_title(session_id, cleaned)
+            except IntegrityError as error:  # lost a race with another writer
+                raise TitleConflictError(f"title {cleaned!r} is already in use") from error
+            if not found:
+                raise SessionNotFoundError(session_id)
+        return True
+
+    def get_session_title(self, session_id: str) -> str | None:
+        session = self.get_session(session_id)
+        return session["title"] if session else None
+
+    def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        text_arg("title", title)
+        with self._store.read() as uow:
+            return uow.sessions.get_by_title(title)
+
+    def resolve_session_by_title(self, title: str) -> str | None:
+        """The newest session of the lineage: "T #3" beats "T #2" beats "T"."""
+        text_arg("title", title)
+        with self._store.read() as uow:
+            family = uow.sessions.title_family(title)
+        ranked = [
+            (number, row["started_at"], row["id"])
+            for row in family
+            if (number := lineage_number(row["title"], title)) is not None
+        ]
+        return max(ranked)[2] if ranked else None
+
+    def get_next_title_in_lineage(self, base_title: str) -> str:
+        """ "Fix Docker Build" -> "Fix Docker Build #2" (or the next free number)."""
+        text_arg("base_title", base_title)
+        base = lineage_base(base_title)
+        with self._store.read() as uow:
+            family = uow.sessions.title_family(base)
+        return next_in_lineage(base, (row["title"] for row in family))
+
+    # ------------------------------------------------------------------
+    # Messages
+    # ------------------------------------------------------------------
+    def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str | None = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+    ) -> int:
+        """Append one message and bump the session's counters; returns the message id."""
+        row = self._message_row(session_id, locals())
+        calls = _tool_call_total(tool_calls)
+        with self._store.write() as uow:
+            if not uow.sessions.bump_counters(session_id, 1, calls):
+                raise SessionNotFoundError(session_id)
+            return uow.messages.add(row)
+
+    def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append a whole turn in one transaction: every message and its counters, or none.
+
+        Each item takes the keyword arguments of :meth:`append_message`.
+        """
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInputError(
+                f"messages must be a list of dicts, got {type(messages).__name__}"
+            )
+        rows = []
+        calls = 0
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise InvalidInputError(
+                    f"messages[{index}] must be a dict, got {type(message).__name__}"
+                )
+            unknown = set(message) - set(_APPEND_ARGUMENTS)
+            if unknown:
+                raise InvalidInputError(
+                    f"messages[{index}] has unknown fields: {', '.join(sorted(unknown))}"
+                )
+            if "role" not in message:
+                raise InvalidInputError(f"messages[{index}] has no role")
+            rows.append(self._message_row(session_id, message, label=f"messages[{index}]."))
+            calls += _tool_call_total(message.get("tool_calls"))
+        text_arg("session_id", session_id)
+        if not rows:
+            return []
+        with self._store.write() as uow:
+            if not uow.sessions.bump_counters(session_id, len(rows), calls):
+                raise SessionNotFoundError(session_id)
+            return uow.messages.add_many(rows)
+
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Every message of the session in order, JSON fields decoded."""
+        with self._store.read() as uow:
+            rows = uow.messages.for_session(session_id)
+        return [_decoded(row) for row in rows]
+
+    def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
+        """The session as OpenAI-format messages, for replaying it to a model."""
+        with self._store.read() as uow:
+            rows = uow.messages.conversation_rows(session_id)
+        conversation = []
+        for row in rows:
+            message: dict[str, Any] = {"role": row["role"], "content": row["content"]}
+            if row["tool_call_id"]:
+                message["tool_call_id"] = row["tool_call_id"]
+            if row["tool_name"]:
+                message["tool_name"] = row["tool_name"]
+            if row["tool_calls"]:
+                message["tool_calls"] = decode_json(row["tool_calls"])
+            if row["role"] == "assistant":
+                if row["reasoning"]:
+                    message["reasoning"] = row["reasoning"]
+                for field in ("reasoning_details", "codex_reasoning_items"):
+                    if row[field]:
+                        message[field] = decode_json(row[field])
+            conversation.append(message)
+        return conversation
+
+    def clear_messages(self, session_id: str) -> None:
+        """Delete a session's messages but keep the session, counters back to zero."""
+
+        def clear(uow: UnitOfWork) -> bool:
+            found = uow.sessions.set_counters(session_id, 0, 0)
+            if found:
+                uow.messages.delete_for_session(session_id)
+            return found
+
+        self._write_to(session_id, clear)
+
+    def message_count(self, session_id: str | None = None) -> int:
+        with self._store.read() as uow:
+            return uow.messages.count(session_id)
+
+    # ------------------------------------------------------------------
+    # Search
+    # ------------------------------------------------------------------
+    @staticmethod
+    def _sanitize_fts5_query(query: str) -> str:
+        return sanitize_fts5_query(query)
+
+    def search_messages(
+        self,
+        query: str,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Full-text search; each hit has a ``>>>snippet<<<`` and its neighbours as context.
+
+        A query the sanitizer cannot rescue, or one FTS5 still rejects, finds
+        nothing rather than raising: search input comes straight from people.
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        filters = {
+            "sources": names_arg("source_filter", source_filter),
+            "excluded_sources": names_arg("exclude_sources", exclude_sources),
+            "roles": names_arg("role_filter", role_filter),
+            "limit": int_arg("limit", limit, minimum=0),
+            "offset": int_arg("offset", offset, minimum=0),
+        }
+        fts_query = sanitize_fts5_query(query)
+        if not fts_query or filters["limit"] == 0:
+            return []
+        with self._store.read() as uow:
+            try:
+                matches = uow.search.match(fts_query, **filters)
+            except OperationalError:
+                return []
+            for match in matches:
+                match["context"] = uow.search.context(match["session_id"], match["id"])
+        return matches
+
+    # ------------------------------------------------------------------
+    # Listing, lineage, usage
+    # ------------------------------------------------------------------
+    def search_sessions(
+        self, source: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Sessions newest first, optionally of one source."""
+        params = self._page(source, limit, offset)
+        with self._store.read() as uow:
+            return uow.sessions.list(*params)
+
+    def list_sessions_rich(
+        self, source: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Recent sessions with ``preview`` (first user message, 63 chars) and ``last_active``."""
+        params = self._page(source, limit, offset)
+        with self._store.read() as uow:
+            return uow.sessions.recent(*params)
+
+    def session_count(self, source: str | None = None) -> int:
+        text_arg("source", source, optional=True)
+        with self._store.read() as uow:
+            return uow.sessions.count(source)
+
+    def get_ancestors(self, session_id: str) -> list[dict[str, Any]]:
+        """The session, then its parent, grandparent, ...: ``id, title, started_at, parent``."""
+        with self._store.read() as uow:
+            return uow.sessions.ancestors(session_id)
+
+    def get_descendants(self, session_id: str) -> list[dict[str, Any]]:
+        """The session and every session split off it, transitively."""
+        with self._store.read() as uow:
+            return uow.sessions.descendants(session_id)
+
+    def token_usage_by_model(self) -> list[dict[str, Any]]:
+        with self._store.read() as uow:
+            return uow.sessions.token_totals_by_model()
+
+    def top_sessions_by_tokens(self, limit: int = 10) -> list[dict[str, Any]]:
+        int_arg("limit", limit, minimum=0)
+        with self._store.read() as uow:
+            return uow.sessions.top_by_tokens(limit)
+
+    # ------------------------------------------------------------------
+    # Export and cleanup
+    # ------------------------------------------------------------------
+    def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """A session and all its messages as one dict (None if unknown)."""
+        with self._store.read() as uow:
+            session = uow.sessions.get(session_id)
+            if session is None:
+                return None
+            messages = uow.messages.for_session(session_id)
+        return {**session, "messages": [_decoded(m) for m in messages]}
+
+    def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
+        """Every session (optionally of one source) with its messages, from one snapshot."""
+        return list(self.iter_export(source))
+
+    def iter_export(self, source: str | None = None) -> Iterator[dict[str, Any]]:
+        """Like :meth:`export_all`, one session at a time, for files larger than memory."""
+        text_arg("source", source, optional=True)
+        with self._store.read() as uow:
+            sessions = uow.sessions.list(source, -1, 0)
+            for session in sessions:
+                messages = uow.messages.for_session(session["id"])
+                yield {**session, "messages": [_decoded(m) for m in messages]}
+
+    def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
+        """Delete ended sessions older than N days; their children are orphaned, not deleted."""
+        days = number_arg("older_than_days", older_than_days)
+        if days < 0:
+            raise InvalidInputError(f"older_than_days must be >= 0, got {older_than_days}")
+        text_arg("source", source, optional=True)
+        cutoff = self._clock() - days * SECONDS_PER_DAY
+        with self._store.write() as uow:
+            return len(uow.sessions.prune(cutoff, source))
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its messages; True if it existed. Children become roots."""
+        text_arg("session_id", session_id)
+        with self._store.write() as uow:
+            return uow.sessions.delete(session_id)
+
+    # ------------------------------------------------------------------
+    # plumbing
+    # ------------------------------------------------------------------
+    def _write_to(self, session_id: str, change: Callable[[UnitOfWork], bool]) -> None:
+        """Run ``change`` in a write unit; a False result means the session is unknown."""
+        text_arg("session_id", session_id)
+        with self._store.write() as uow:
+            if not change(uow):
+                raise SessionNotFoundError(session_id)
+
+    def _message_row(
+        self, session_id: str, fields: Mapping[str, Any], label: str = ""
+    ) -> dict[str, Any]:
+        """The checked ``messages`` row for an append, before any transaction starts."""
+
+        def opt_text(name: str) -> str | None:
+            return text_arg(label + name, fields.get(name), optional=True)
+
+        row = {
+            "session_id": text_arg("session_id", session_id),
+            "role": text_arg(label + "role", fields.get("role"), non_empty=True),
+            "content": opt_text("content"),
+            "tool_call_id": opt_text("tool_call_id"),
+            "tool_calls": json_arg(label + "tool_calls", fields.get("tool_calls")),
+            "tool_name": opt_text("tool_name"),
+            "timestamp": self._clock(),
+            "token_count": int_arg(label + "token_count", fields.get("token_count"), optional=True),
+            "finish_reason": opt_text("finish_reason"),
+            "reasoning": opt_text("reasoning"),
+            "reasoning_details": json_arg(
+                label + "reasoning_details", fields.get("reasoning_details")
+            ),
+            "codex_reasoning_items": json_arg(
+                label + "codex_reasoning_items", fields.get("codex_reasoning_items")
+            ),
+        }
+        return row
+
+    @staticmethod
+    def _page(source: str | None, limit: int, offset: int) -> tuple[str | None, int, int]:
+        return (
+            text_arg("source", source, optional=True),
+            int_arg("limit", limit, minimum=0),
+            int_arg("offset", offset, minimum=0),
+        )
+
+
+_APPEND_ARGUMENTS = (
+    "role",
+    "content",
+    "tool_name",
+    "tool_calls",
+    "tool_call_id",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "reasoning_details",
+    "codex_reasoning_items",
+)

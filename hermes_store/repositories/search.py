@@ -1,0 +1,92 @@
+"""Full-text search over messages through the FTS5 index, with context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import TextClause
+
+CONTEXT_CHARS = 200
+
+_CONTEXT = text(
+    f"""
+    SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
+        SELECT * FROM (
+            SELECT id, role, content FROM messages
+            WHERE session_id = :p_session AND id < :p_id ORDER BY id DESC LIMIT 1)
+        UNION ALL
+        SELECT id, role, content FROM messages WHERE id = :p_id
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, role, content FROM messages
+            WHERE session_id = :p_session AND id > :p_id ORDER BY id LIMIT 1)
+    ) AS neighbourhood
+    ORDER BY id
+    """
+)
+
+
+@cache
+def _match_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
+    """One prebuilt statement per combination of filters (eight in all)."""
+    filters = []
+    expanding = []
+    if sources:
+        filters.append("AND s.source IN :p_sources")
+        expanding.append(bindparam("p_sources", expanding=True))
+    if excluded:
+        filters.append("AND s.source NOT IN :p_excluded")
+        expanding.append(bindparam("p_excluded", expanding=True))
+    if roles:
+        filters.append("AND m.role IN :p_roles")
+        expanding.append(bindparam("p_roles", expanding=True))
+    sql = f"""
+        SELECT m.id, m.session_id, m.role,
+               snippet(messages_fts, 0, '>>>', '<<<', '...', 40) AS snippet,
+               m.timestamp, m.tool_name,
+               s.source, s.model, s.started_at AS session_started
+        FROM messages_fts
+        JOIN messages m ON m.id = messages_fts.rowid
+        JOIN sessions s ON s.id = m.session_id
+        WHERE messages_fts MATCH :p_query {" ".join(filters)}
+        ORDER BY rank
+        LIMIT :p_limit OFFSET :p_offset
+    """
+    return text(sql).bindparams(*expanding)
+
+
+class SearchRepository:
+    """Queries the FTS5 index; callers pass an already sanitized FTS5 query."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._c = connection
+
+    def match(
+        self,
+        fts_query: str,
+        *,
+        sources: Sequence[str] | None = None,
+        excluded_sources: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Matches best first; raises the driver's OperationalError on bad FTS5 syntax."""
+        statement = _match_statement(bool(sources), bool(excluded_sources), bool(roles))
+        params: dict[str, Any] = {"p_query": fts_query, "p_limit": limit, "p_offset": offset}
+        if sources:
+            params["p_sources"] = list(sources)
+        if excluded_sources:
+            params["p_excluded"] = list(excluded_sources)
+        if roles:
+            params["p_roles"] = list(roles)
+        return [dict(row) for row in self._c.execute(statement, params).mappings()]
+
+    def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
+        """The match and one message each side of it in its session, cut to 200 chars."""
+        rows = self._c.execute(_CONTEXT, {"p_session": session_id, "p_id": message_id})
+        return [dict(row) for row in rows.mappings()]

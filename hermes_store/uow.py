@@ -1,0 +1,99 @@
+"""Unit of work: one connection, one transaction, the repositories on top.
+
+Agent code never touches an engine. It receives a :class:`UnitOfWorkFactory`
+(usually a :class:`~hermes_store.store.Store`) and opens a unit of work per
+logical operation::
+
+    with store.write() as uow:
+        uow.sessions.add(...)
+        uow.messages.add(...)
+    # committed here; an exception inside the block rolls everything back
+
+A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.engine`),
+so it either gets the lock up front, waits for it within the patience budget,
+or raises :class:`~hermes_store.errors.StoreLockedError` before any statement
+ran. A read unit begins a deferred transaction: it sees one consistent
+snapshot and never takes the write lock.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Protocol
+
+from sqlalchemy.engine import Connection, Engine, RootTransaction
+
+from .engine import PATIENCE_OPTION, READ_OPTION
+from .repositories import MessageRepository, SearchRepository, SessionRepository
+
+
+class UnitOfWork:
+    """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``."""
+
+    sessions: SessionRepository
+    messages: MessageRepository
+    search: SearchRepository
+
+    def __init__(self, engine: Engine, *, write: bool, patience_s: float | None = None) -> None:
+        self._engine = engine
+        self._write = write
+        self._patience_s = patience_s
+        self._connection: Connection | None = None
+        self._transaction: RootTransaction | None = None
+
+    @property
+    def connection(self) -> Connection:
+        """The unit's connection, for queries no repository carries yet."""
+        if self._connection is None:
+            raise RuntimeError("the unit of work is not open; use it in a with-block")
+        return self._connection
+
+    def __enter__(self) -> UnitOfWork:
+        options: dict[str, object] = {READ_OPTION: not self._write}
+        if self._patience_s is not None:
+            options[PATIENCE_OPTION] = self._patience_s
+        connection = self._engine.connect().execution_options(**options)
+        try:
+            self._transaction = connection.begin()
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        self.sessions = SessionRepository(connection)
+        self.messages = MessageRepository(connection)
+        self.search = SearchRepository(connection)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+            self._connection = None
+
+    def commit(self) -> None:
+        if self._transaction is not None and self._transaction.is_active:
+            self._transaction.commit()
+        self._transaction = None
+
+    def rollback(self) -> None:
+        if self._transaction is not None and self._transaction.is_active:
+            self._transaction.rollback()
+        self._transaction = None
+
+
+class UnitOfWorkFactory(Protocol):
+    """What services depend on: a way to open read and write units of work."""
+
+    def read(self) -> UnitOfWork: ...
+
+    def write(self, *, patience_s: float | None = None) -> UnitOfWork: ...

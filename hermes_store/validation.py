@@ -1,0 +1,86 @@
+"""Argument checks shared by the facade: reject early, name the argument, write nothing.
+
+SQLite would accept almost anything (it is dynamically typed), so without
+these checks a wrong type is stored silently and surfaces much later; a lone
+surrogate fails deep inside the driver with a message naming no argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import InvalidInputError
+
+
+def text_arg(name: str, value: Any, *, optional: bool = False, non_empty: bool = False) -> Any:
+    """``value`` if it is a str storable as UTF-8 (or None when ``optional``)."""
+    if value is None:
+        if optional:
+            return None
+        raise InvalidInputError(f"{name} is required, got None")
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    if non_empty and not value.strip():
+        raise InvalidInputError(f"{name} must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"{name} is not valid Unicode text (lone surrogate at position {error.start})"
+        ) from None
+    return value
+
+
+def int_arg(name: str, value: Any, *, optional: bool = False, minimum: int | None = None) -> Any:
+    """``value`` if it is an int (bool is refused: True is not a token count)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be an integer, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise InvalidInputError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def number_arg(name: str, value: Any, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{name} must be a number, got {type(value).__name__}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidInputError(f"{name} must be a finite number, got {value}")
+    return float(value)
+
+
+def json_arg(name: str, value: Any) -> str | None:
+    """The JSON text stored for ``value``; empty values are stored as NULL, as before."""
+    if not value:
+        return None
+    try:
+        encoded = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{name} is not JSON-serializable: {error}") from None
+    return text_arg(name, encoded)
+
+
+def names_arg(name: str, value: Any) -> list[str] | None:
+    """A filter list: None, one string, or a sequence of strings."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [text_arg(name, value)]
+    if not isinstance(value, Sequence | set | frozenset):
+        raise InvalidInputError(f"{name} must be a list of strings, got {type(value).__name__}")
+    return [text_arg(f"{name}[{i}]", item) for i, item in enumerate(value)]
+
+
+def decode_json(raw: str | None) -> Any:
+    """Stored JSON back to Python; text that is not JSON is returned as it is."""
+    if not raw:
+        return raw
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return raw
