@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL, Engine
 
 from .engine import ContentionPolicy, create_store_engine
 from .location import resolve_url, sqlite_file
+from .private_files import ensure_private_database
 from .uow import UnitOfWork
 
 
@@ -30,7 +31,7 @@ class Store:
         self.url: URL = resolve_url(target)
         self.path: Path | None = sqlite_file(self.url)
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_private_database(self.path)
         self.policy = policy or ContentionPolicy()
         self.engine: Engine = create_store_engine(self.url, self.policy)
         if migrate:

@@ -1,0 +1,54 @@
+"""``check``: is this state.db healthy, and can what is wrong be mended?
+
+Counters (``message_count``, ``tool_call_count``) are derived data kept in
+step by every append; FTS is derived data kept in step by triggers. Both can
+be rebuilt from ``messages`` without loss, so ``repair=True`` does exactly
+that, in one write transaction. Page-level corruption (integrity_check) is
+reported, never "repaired": the fix is a backup, not a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .repositories.maintenance import MaintenanceRepository
+from .store import Store
+
+
+@dataclass
+class CheckReport:
+    integrity: list[str] = field(default_factory=list)
+    foreign_keys: list[dict[str, Any]] = field(default_factory=list)
+    fts: str | None = None
+    miscounted: list[dict[str, Any]] = field(default_factory=list)
+    repaired_counters: int = 0
+    rebuilt_fts: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Healthy now: nothing wrong was found, or everything found was repaired."""
+        counters_ok = not self.miscounted or self.repaired_counters == len(self.miscounted)
+        fts_ok = self.fts is None or self.rebuilt_fts
+        return not self.integrity and not self.foreign_keys and counters_ok and fts_ok
+
+
+def check(store: Store, *, repair: bool = False) -> CheckReport:
+    """Run every check; with ``repair``, recompute counters and rebuild FTS if needed."""
+    # A write unit even to only look: FTS5's integrity-check is an INSERT, which
+    # would take the write lock half-way through a read transaction anyway.
+    with store.write() as uow:
+        maintenance = MaintenanceRepository(uow.connection)
+        report = CheckReport(
+            integrity=maintenance.integrity_problems(),
+            foreign_keys=maintenance.foreign_key_problems(),
+            fts=maintenance.fts_problem(),
+            miscounted=maintenance.miscounted_sessions(),
+        )
+        if repair:
+            maintenance.repair_counters(report.miscounted)
+            report.repaired_counters = len(report.miscounted)
+            if report.fts is not None:
+                maintenance.rebuild_fts()
+                report.rebuilt_fts = True
+    return report

@@ -1,0 +1,52 @@
+"""state.db holds whole conversations: it and its sidecars are private to the owner.
+
+SQLite creates ``-wal`` and ``-shm`` with the permissions of the database file,
+so creating the main file 0600 ourselves (before SQLite does, with the
+process umask) makes all three private. An existing file is tightened with
+``chmod``, which touches no file descriptor and so drops nobody's POSIX locks.
+A symlink planted at the path could redirect the conversations elsewhere, so
+it is refused rather than followed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import StoreError
+
+PRIVATE_MODE = 0o600
+SIDECARS = ("-wal", "-shm", "-journal")
+
+
+class UnsafeDatabasePathError(StoreError):
+    """The database path is a symlink or not a regular file."""
+
+
+def _refuse_unsafe(path: Path) -> bool:
+    """True if ``path`` exists (as a regular file); raises if it is anything else."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeDatabasePathError(f"refusing to open {path}: it is a symbolic link")
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafeDatabasePathError(f"refusing to open {path}: it is not a regular file")
+    return True
+
+
+def ensure_private_database(path: Path) -> None:
+    """Create ``path`` 0600 if missing, else tighten it and its sidecars to 0600."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not _refuse_unsafe(path):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
+        except FileExistsError:  # another process created it first
+            _refuse_unsafe(path)
+        else:
+            os.close(fd)
+    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SIDECARS)):
+        if _refuse_unsafe(candidate) and stat.S_IMODE(candidate.stat().st_mode) & 0o077:
+            os.chmod(candidate, stat.S_IMODE(candidate.stat().st_mode) & PRIVATE_MODE)

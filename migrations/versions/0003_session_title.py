@@ -1,0 +1,26 @@
+"""Schema version 3: add ``sessions.title``.
+
+Revision ID: 0003
+Revises: 0002
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from hermes_store.migration_ops import add_missing_columns, drop_columns, set_schema_version
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    add_missing_columns("sessions", sa.Column("title", sa.Text()))
+    set_schema_version(3)
+
+
+def downgrade() -> None:
+    drop_columns("sessions", "title")
+    set_schema_version(2)

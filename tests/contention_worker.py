@@ -1,0 +1,47 @@
+"""One writer process of the contention test (run by tests/test_contention.py).
+
+``python tests/contention_worker.py DB WORKER_ID APPENDS GO_FILE`` opens the
+store, waits until GO_FILE exists so every worker starts at once, then
+interleaves appends to its own session, appends to the shared session and
+counter updates. It prints one JSON line with what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from hermes_store import SessionDB
+
+
+def main() -> None:
+    db_path, worker, appends, go_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    db = SessionDB(db_path)
+    own = f"worker-{worker}"
+    db.create_session(own, "cli", model=f"model-{worker % 2}", parent_session_id="shared")
+    while not Path(go_file).exists():
+        time.sleep(0.005)
+    tool_calls = 0
+    shared_messages = 0
+    for i in range(appends):
+        calls = [{"id": f"call-{worker}-{i}"}] if i % 3 == 0 else None
+        db.append_message(own, "assistant", f"worker{worker} says item{i}", tool_calls=calls)
+        tool_calls += 1 if calls else 0
+        db.update_token_counts("shared", input_tokens=1, output_tokens=2, estimated_cost_usd=0.5)
+        if i % 5 == 0:
+            db.append_messages(
+                "shared",
+                [
+                    {"role": "user", "content": f"shared question {worker}-{i}"},
+                    {"role": "assistant", "content": f"shared answer {worker}-{i}"},
+                ],
+            )
+            shared_messages += 2
+    db.close()
+    print(json.dumps({"worker": worker, "tool_calls": tool_calls, "shared": shared_messages}))
+
+
+if __name__ == "__main__":
+    main()

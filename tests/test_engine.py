@@ -1,0 +1,164 @@
+"""The SQLite rules of hermes_store.engine, on real files and real processes."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from hermes_store import ContentionPolicy, SessionDB, Store, StoreLockedError
+from hermes_store.engine import is_lock_error
+
+LOCK_HOLDER = Path(__file__).with_name("lock_holder.py")
+
+
+@contextmanager
+def lock_held(path: Path, seconds: float) -> Iterator[subprocess.Popen[str]]:
+    """Another process holds the write lock of ``path`` for ``seconds``."""
+    holder = subprocess.Popen(
+        [sys.executable, str(LOCK_HOLDER), str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_connections_use_wal_foreign_keys_and_short_busy_timeout(db_path: Path) -> None:
+    store = Store(db_path)
+    with store.read() as uow:
+        pragma = uow.connection.exec_driver_sql
+        assert pragma("PRAGMA journal_mode").scalar() == "wal"
+        assert pragma("PRAGMA foreign_keys").scalar() == 1
+        assert pragma("PRAGMA busy_timeout").scalar() == 1000
+    store.close()
+
+
+def test_write_waits_out_a_lock_held_by_another_process(db: SessionDB, db_path: Path) -> None:
+    db.create_session("s1", "cli")
+    with lock_held(db_path, 5.0):
+        started = time.monotonic()
+        message_id = db.append_message("s1", "user", "written after the lock is released")
+        waited = time.monotonic() - started
+    assert waited >= 4.0, "the write must have waited for the other process"
+    assert [m["id"] for m in db.get_messages("s1")] == [message_id]
+    assert db.get_session("s1")["message_count"] == 1
+
+
+def test_patience_running_out_raises_a_clear_error_and_writes_nothing(
+    db_path: Path,
+) -> None:
+    db = SessionDB(db_path, policy=ContentionPolicy(patience_s=1.5))
+    db.create_session("s1", "cli")
+    with lock_held(db_path, 6.0):
+        started = time.monotonic()
+        with pytest.raises(StoreLockedError) as raised:
+            db.append_message("s1", "user", "never lands")
+        waited = time.monotonic() - started
+    assert 1.5 <= waited < 4.0
+    message = str(raised.value)
+    assert str(db_path) in message and "locked" in message
+    assert raised.value.waited_s >= 1.5
+    assert db.get_messages("s1") == []
+    assert db.get_session("s1")["message_count"] == 0
+    db.close()
+
+
+def test_per_call_patience_overrides_the_store_policy(db_path: Path) -> None:
+    store = Store(db_path)  # 30 s by default
+    with lock_held(db_path, 6.0):
+        started = time.monotonic()
+        with pytest.raises(StoreLockedError), store.write(patience_s=0.5) as uow:
+            uow.connection.exec_driver_sql("SELECT 1")
+        assert time.monotonic() - started < 3.0
+    store.close()
+
+
+def test_reads_answer_while_another_process_holds_the_write_lock(
+    db: SessionDB, db_path: Path
+) -> None:
+    db.create_session("s1", "cli")
+    db.append_message("s1", "user", "searchable words about kubernetes")
+    with lock_held(db_path, 5.0):
+        started = time.monotonic()
+        assert db.get_session("s1")["message_count"] == 1
+        assert len(db.get_messages("s1")) == 1
+        assert len(db.search_messages("kubernetes")) == 1
+        assert time.monotonic() - started < 1.0
+
+
+def test_a_write_transaction_takes_the_lock_at_begin(db_path: Path) -> None:
+    store = Store(db_path)
+    other = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+    with store.write() as uow:
+        uow.connection.exec_driver_sql("SELECT 1")
+        # BEGIN IMMEDIATE already holds the reserved lock: nobody else can start writing.
+        with pytest.raises(sqlite3.OperationalError) as raised:
+            other.execute("BEGIN IMMEDIATE")
+        assert is_lock_error(raised.value)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("ROLLBACK")
+    other.close()
+    store.close()
+
+
+def test_a_read_transaction_does_not_take_the_write_lock(db_path: Path) -> None:
+    store = Store(db_path)
+    other = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+    with store.read() as uow:
+        uow.connection.exec_driver_sql("SELECT COUNT(*) FROM sessions").scalar()
+        other.execute("BEGIN IMMEDIATE")  # would raise "database is locked" otherwise
+        other.execute("ROLLBACK")
+    other.close()
+    store.close()
+
+
+def test_failed_unit_of_work_rolls_back_everything(db: SessionDB) -> None:
+    db.create_session("s1", "cli")
+    with pytest.raises(RuntimeError), db.store.write() as uow:
+        uow.sessions.bump_counters("s1", 5, 5)
+        uow.connection.execute(
+            text("INSERT INTO messages (session_id, role, timestamp) VALUES ('s1', 'user', 1)")
+        )
+        raise RuntimeError("agent crashed mid-turn")
+    assert db.get_session("s1")["message_count"] == 0
+    assert db.get_messages("s1") == []
+
+
+def test_passive_checkpoint_runs_every_n_writes(db_path: Path) -> None:
+    # Pages reach the main file only through a checkpoint, so its size tells
+    # whether one ran. Closing the first store checkpoints and removes the WAL.
+    SessionDB(db_path).close()
+    store = Store(db_path, policy=ContentionPolicy(checkpoint_every=10))
+    db = SessionDB(store=store)
+    db.create_session("s1", "cli")
+    big = "x" * 20_000  # several pages per message
+    sizes = []
+    for i in range(8):  # writes 2..9: none is the 10th
+        db.append_message("s1", "user", f"{i} {big}")
+        sizes.append(db_path.stat().st_size)
+    assert len(set(sizes)) == 1, "no checkpoint may run before the 10th write"
+    db.append_message("s1", "user", f"tenth {big}")
+    assert db_path.stat().st_size > sizes[-1] + 9 * 20_000
+    store.close()
+
+
+def test_contention_policy_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="patience_s"):
+        ContentionPolicy(patience_s=-1)
+    with pytest.raises(ValueError, match="jitter"):
+        ContentionPolicy(jitter_min_s=0.2, jitter_max_s=0.1)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        ContentionPolicy(checkpoint_every=0)

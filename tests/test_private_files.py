@@ -1,0 +1,56 @@
+"""state.db and its sidecars are created private, tightened if loose, never via a symlink."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from hermes_store import SessionDB
+from hermes_store.private_files import UnsafeDatabasePathError
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_new_database_and_sidecars_are_0600(db_path: Path) -> None:
+    old_umask = os.umask(0o022)  # a typical umask would give 0644
+    try:
+        db = SessionDB(db_path)
+        db.create_session("s1", "cli")
+        db.append_message("s1", "user", "secret conversation")
+        sidecars = [Path(f"{db_path}-wal"), Path(f"{db_path}-shm")]
+        assert all(p.exists() for p in sidecars)
+        assert [mode(p) for p in (db_path, *sidecars)] == [0o600, 0o600, 0o600]
+        db.close()
+    finally:
+        os.umask(old_umask)
+
+
+def test_existing_loose_file_is_tightened_without_breaking_other_connections(
+    db_path: Path,
+) -> None:
+    SessionDB(db_path).close()
+    os.chmod(db_path, 0o644)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write lock survives the chmod
+    db = SessionDB(db_path)
+    assert mode(db_path) == 0o600
+    other.execute("INSERT INTO sessions (id, source, started_at) VALUES ('x', 'cli', 1)")
+    other.execute("COMMIT")
+    assert db.get_session("x") is not None
+    db.close()
+    other.close()
+
+
+def test_symlink_at_the_path_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.db"
+    link = tmp_path / "state.db"
+    link.symlink_to(target)
+    with pytest.raises(UnsafeDatabasePathError, match="symbolic link"):
+        SessionDB(link)
+    assert not target.exists()
