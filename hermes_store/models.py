@@ -85,7 +85,9 @@ class Message(Base):
 
     __tablename__ = "messages"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # ``INTEGER PRIMARY KEY`` is the rowid: never NULL in practice, but the
+    # documented DDL declares no NOT NULL, and the mapping says the same.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, nullable=True)
     session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"), nullable=False)
     role: Mapped[str] = mapped_column(Text, nullable=False)
     content: Mapped[str | None] = mapped_column(Text)
