@@ -85,9 +85,10 @@ class Message(Base):
 
     __tablename__ = "messages"
 
-    # ``INTEGER PRIMARY KEY`` is the rowid: never NULL in practice, but the
-    # documented DDL declares no NOT NULL, and the mapping says the same.
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, nullable=True)
+    # ``INTEGER PRIMARY KEY`` is the rowid alias and can never hold NULL, so the
+    # mapping says NOT NULL (batched INSERT ... RETURNING relies on it) although
+    # SQLite's table_info reports notnull=0 for it.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
     session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"), nullable=False)
     role: Mapped[str] = mapped_column(Text, nullable=False)
     content: Mapped[str | None] = mapped_column(Text)

@@ -113,7 +113,15 @@ def test_models_agree_with_the_migrated_database(tmp_path: Path) -> None:
         )
         differences = compare_metadata(context, Base.metadata)
     engine.dispose()
-    assert differences == []
+
+    # messages.id is the rowid alias: SQLite reports it nullable, it never is,
+    # and the model says NOT NULL (see models.Message.id).
+    def is_rowid_alias(diff: object) -> bool:
+        return isinstance(diff, list) and [op[:4] for op in diff] == [
+            ("modify_nullable", None, "messages", "id")
+        ]
+
+    assert [d for d in differences if not is_rowid_alias(d)] == []
 
 
 def test_messages_id_is_autoincrement(tmp_path: Path) -> None:
