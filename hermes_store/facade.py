@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from .cjk_query import has_cjk, make_snippet, substring_query
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
@@ -23,7 +24,8 @@ from .errors import (
     SessionNotFoundError,
     TitleConflictError,
 )
-from .fts_query import sanitize_fts5_query
+from .fts_query import query_items, sanitize_fts5_query
+from .repositories.search import TRIGRAM_INDEX
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
 from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
@@ -52,7 +54,7 @@ def _tool_call_total(tool_calls: Any) -> int:
     """How many calls a message carries: a list counts its items, anything else is one."""
     if not tool_calls:
         return 0
-    return len(tool_calls) if isinstance(tool_calls, list) else 1
+    return len(tool_calls) if isinstance(tool_calls, list | tuple) else 1
 
 
 class SessionDB:
@@ -178,6 +180,7 @@ class SessionDB:
         )
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
+        text_arg("session_id", session_id)
         with self._store.read() as uow:
             return uow.sessions.get(session_id)
 
@@ -190,6 +193,7 @@ class SessionDB:
 
     def set_session_title(self, session_id: str, title: str | None) -> bool:
         """Set (or, with an empty title, clear) a title unique among sessions."""
+        text_arg("session_id", session_id)
         cleaned = clean_title(title)
         with self._store.write() as uow:
             if cleaned is not None:
@@ -287,6 +291,8 @@ class SessionDB:
             calls += _tool_call_total(message.get("tool_calls"))
         text_arg("session_id", session_id)
         if not rows:
+            if self.get_session(session_id) is None:
+                raise SessionNotFoundError(session_id)
             return []
         with self._store.write() as uow:
             if not uow.sessions.bump_counters(session_id, len(rows), calls):
@@ -295,12 +301,14 @@ class SessionDB:
 
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Every message of the session in order, JSON fields decoded."""
+        text_arg("session_id", session_id)
         with self._store.read() as uow:
             rows = uow.messages.for_session(session_id)
         return [_decoded(row) for row in rows]
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """The session as OpenAI-format messages, for replaying it to a model."""
+        text_arg("session_id", session_id)
         with self._store.read() as uow:
             rows = uow.messages.conversation_rows(session_id)
         conversation = []
@@ -333,6 +341,7 @@ class SessionDB:
         self._write_to(session_id, clear)
 
     def message_count(self, session_id: str | None = None) -> int:
+        text_arg("session_id", session_id, optional=True)
         with self._store.read() as uow:
             return uow.messages.count(session_id)
 
@@ -366,16 +375,61 @@ class SessionDB:
             "limit": int_arg("limit", limit, minimum=0),
             "offset": int_arg("offset", offset, minimum=0),
         }
-        fts_query = sanitize_fts5_query(query)
-        if not fts_query or filters["limit"] == 0:
+        items = query_items(query)
+        if not items or filters["limit"] == 0:
             return []
         with self._store.read() as uow:
             try:
-                matches = uow.search.match(fts_query, **filters)
+                matches = self._ranked_matches(uow, query, items, filters)
             except OperationalError:
                 return []
             for match in matches:
                 match["context"] = uow.search.context(match["session_id"], match["id"])
+        return matches
+
+    def _ranked_matches(
+        self, uow: UnitOfWork, query: str, items: list[str], filters: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Word matches first (unicode61), then substring matches (trigram / LIKE).
+
+        A CJK query goes to the substring route only. Any other query asks the
+        word index first; when that cannot fill the page, substring matches of
+        terms of three or more characters follow, which finds Latin words glued
+        into CJK text (``修改youer服务端``). Short Latin terms never scan: "x"
+        as a substring would match nearly everything.
+        """
+        if has_cjk(query):
+            return self._substring_matches(uow, items, filters, allow_scan=True)
+        limit, offset = filters["limit"], filters["offset"]
+        window = {**filters, "limit": offset + limit, "offset": 0}
+        words = uow.search.match(" ".join(items), **window)
+        if len(words) == offset + limit:
+            return words[offset:]
+        seen = {match["id"] for match in words}
+        substrings = self._substring_matches(uow, items, window, allow_scan=False)
+        merged = words + [match for match in substrings if match["id"] not in seen]
+        return merged[offset : offset + limit]
+
+    @staticmethod
+    def _substring_matches(
+        uow: UnitOfWork, items: list[str], filters: dict[str, Any], *, allow_scan: bool
+    ) -> list[dict[str, Any]]:
+        substring = substring_query(items)
+        if substring is None:
+            return []
+        if substring.fts is not None:
+            return uow.search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
+        if not allow_scan:
+            return []
+        matches = uow.search.match(
+            None,
+            index=None,
+            like_sql=substring.like_sql,
+            like_params=substring.like_params,
+            **filters,
+        )
+        for match in matches:
+            match["snippet"] = make_snippet(match["snippet"], substring.needles)
         return matches
 
     # ------------------------------------------------------------------
@@ -404,11 +458,13 @@ class SessionDB:
 
     def get_ancestors(self, session_id: str) -> list[dict[str, Any]]:
         """The session, then its parent, grandparent, ...: ``id, title, started_at, parent``."""
+        text_arg("session_id", session_id)
         with self._store.read() as uow:
             return uow.sessions.ancestors(session_id)
 
     def get_descendants(self, session_id: str) -> list[dict[str, Any]]:
         """The session and every session split off it, transitively."""
+        text_arg("session_id", session_id)
         with self._store.read() as uow:
             return uow.sessions.descendants(session_id)
 
@@ -426,6 +482,7 @@ class SessionDB:
     # ------------------------------------------------------------------
     def export_session(self, session_id: str) -> dict[str, Any] | None:
         """A session and all its messages as one dict (None if unknown)."""
+        text_arg("session_id", session_id)
         with self._store.read() as uow:
             session = uow.sessions.get(session_id)
             if session is None:
@@ -439,7 +496,10 @@ class SessionDB:
 
     def iter_export(self, source: str | None = None) -> Iterator[dict[str, Any]]:
         """Like :meth:`export_all`, one session at a time, for files larger than memory."""
-        text_arg("source", source, optional=True)
+        text_arg("source", source, optional=True)  # checked now, not at the first next()
+        return self._export_rows(source)
+
+    def _export_rows(self, source: str | None) -> Iterator[dict[str, Any]]:
         with self._store.read() as uow:
             sessions = uow.sessions.list(source, -1, 0)
             for session in sessions:

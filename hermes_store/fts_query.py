@@ -71,6 +71,11 @@ def _tidy_operators(items: list[str]) -> list[str]:
 
 def sanitize_fts5_query(query: str) -> str:
     """The FTS5 query for ``query`` (see the module doc), or ``""``."""
+    return " ".join(query_items(query))
+
+
+def query_items(query: str) -> list[str]:
+    """The sanitized query as a list of terms, ``"phrases"`` and operators."""
     text = _printable(query)
     items: list[str] = []
     position = 0
@@ -86,4 +91,4 @@ def sanitize_fts5_query(query: str) -> str:
         prefix = position < len(text) and text[position] == "*"
         if _WORDLIKE.search(phrase):
             items.append(f'"{phrase}"' + ("*" if prefix else ""))
-    return " ".join(_tidy_operators(items))
+    return _tidy_operators(items)

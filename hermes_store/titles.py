@@ -13,8 +13,9 @@ from .errors import InvalidInputError
 
 MAX_TITLE_LENGTH = 100
 
-# ASCII controls except \t \n \r (those fold into spaces below).
-_ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C0 and C1 controls except \t \n \r (those fold into spaces below); C1's
+# U+009B is a terminal escape just like ESC.
+_ASCII_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Zero-width characters, direction overrides, BOM, object replacement,
 # interlinear annotation: invisible, and used to make look-alike titles.
 _INVISIBLE = re.compile(r"[\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffc]")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from hermes_store import SessionDB
+from hermes_store.migrate import HEAD_SCHEMA_VERSION
 
 WORKER = Path(__file__).with_name("contention_worker.py")
 WORKERS = 6
@@ -94,5 +95,5 @@ def test_processes_opening_a_new_file_at_once_all_get_the_schema(tmp_path: Path)
         assert proc.returncode == 0, err
     raw = sqlite3.connect(db_path)
     assert raw.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == WORKERS
-    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(HEAD_SCHEMA_VERSION,)]
     raw.close()

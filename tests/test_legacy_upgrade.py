@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SchemaError, SessionDB, Store
-from hermes_store.migrate import downgrade, read_state, upgrade_to_head
+from hermes_store.migrate import (
+    HEAD_REVISION,
+    HEAD_SCHEMA_VERSION,
+    downgrade,
+    read_state,
+    upgrade_to_head,
+)
 from tests.legacy_files import build_legacy_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,8 +41,8 @@ def _alembic(*args: str, env: dict[str, str] | None = None) -> str:
 def _assert_upgraded_intact(path: Path, written: dict[str, list[tuple]]) -> None:
     raw = sqlite3.connect(path)
     assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
-    assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(HEAD_SCHEMA_VERSION,)]
+    assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD_REVISION,)]
     sessions = raw.execute(
         "SELECT id, source, parent_session_id, started_at, ended_at FROM sessions "
         "ORDER BY started_at"
@@ -46,7 +52,13 @@ def _assert_upgraded_intact(path: Path, written: dict[str, list[tuple]]) -> None
         "SELECT session_id, role, content, timestamp FROM messages ORDER BY id"
     ).fetchall()
     assert messages == written["messages"]
-    raw.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+    for index in ("messages_fts", "messages_fts_trigram"):
+        raw.execute(f"INSERT INTO {index}({index}) VALUES ('integrity-check')")
+    # The trigram index of version 7 was back-filled from the old rows.
+    back_filled = raw.execute(
+        "SELECT COUNT(*) FROM messages_fts_trigram WHERE messages_fts_trigram MATCH 'bernet'"
+    ).fetchone()
+    assert back_filled == (3,)
     raw.close()
 
     db = SessionDB(path)
@@ -89,14 +101,16 @@ def test_alembic_uses_hermes_store_url(tmp_path: Path) -> None:
     written = build_legacy_file(path, 3)
     _alembic("upgrade", "head", env={"HERMES_STORE_URL": f"sqlite:///{path}"})
     _assert_upgraded_intact(path, written)
-    assert "0006 (head)" in _alembic("current", env={"HERMES_STORE_URL": f"sqlite:///{path}"})
+    assert f"{HEAD_REVISION} (head)" in _alembic(
+        "current", env={"HERMES_STORE_URL": f"sqlite:///{path}"}
+    )
 
 
 def test_alembic_defaults_to_hermes_home(tmp_path: Path) -> None:
     home = tmp_path / "agent-home"
     _alembic("upgrade", "head", env={"HERMES_HOME": str(home)})
     raw = sqlite3.connect(home / "state.db")
-    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(HEAD_SCHEMA_VERSION,)]
     raw.close()
 
 
@@ -116,11 +130,12 @@ def test_downgrade_step_by_step_and_back_keeps_rows_and_search(tmp_path: Path) -
     path = tmp_path / "state.db"
     written = build_legacy_file(path, 6)
     store = Store(path)
-    for target in range(5, 0, -1):
+    upgrade_to_head(store.engine)
+    for target in range(HEAD_SCHEMA_VERSION - 1, 0, -1):
         downgrade(store.engine, f"{target:04d}")
         raw = sqlite3.connect(path)
         assert raw.execute("SELECT version FROM schema_version").fetchall() == [(target,)]
-        earlier_inserts = 5 - target
+        earlier_inserts = HEAD_SCHEMA_VERSION - 1 - target
         assert raw.execute("SELECT COUNT(*) FROM messages").fetchone() == (6 + earlier_inserts,)
         kept = raw.execute(
             "SELECT session_id, role, content, timestamp FROM messages ORDER BY id LIMIT 6"
@@ -134,7 +149,7 @@ def test_downgrade_step_by_step_and_back_keeps_rows_and_search(tmp_path: Path) -
         hits = raw.execute(
             "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'quasar'"
         ).fetchone()
-        assert hits == (6 - target,), "the FTS triggers must survive each downgrade"
+        assert hits == (earlier_inserts + 1,), "the FTS triggers must survive each downgrade"
         raw.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
         (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()
         assert "AUTOINCREMENT" in sql
@@ -149,7 +164,7 @@ def test_downgrade_step_by_step_and_back_keeps_rows_and_search(tmp_path: Path) -
     raw.close()
     upgrade_to_head(store.engine)
     with store.read() as uow:
-        assert read_state(uow.connection) == (6, "0006")
+        assert read_state(uow.connection) == (HEAD_SCHEMA_VERSION, HEAD_REVISION)
     store.close()
 
 
@@ -158,7 +173,7 @@ def test_fresh_file_reaches_head_with_alembic(tmp_path: Path) -> None:
     _alembic("-x", f"url=sqlite:///{path}", "upgrade", "head")
     store = Store(path, migrate=False)
     with store.read() as uow:
-        assert read_state(uow.connection) == (6, "0006")
+        assert read_state(uow.connection) == (HEAD_SCHEMA_VERSION, HEAD_REVISION)
     store.close()
 
 

@@ -12,11 +12,13 @@ import re
 import sqlite3
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 
 from hermes_store import Store
+from hermes_store.migrate import alembic_config, downgrade
 from hermes_store.models import Base
 from tests.legacy_files import DOCUMENTED_V6_DDL
 
@@ -58,10 +60,18 @@ def _documented(path: Path) -> Path:
     return path
 
 
-def test_alembic_head_equals_the_documented_ddl(tmp_path: Path) -> None:
+def _migrated_to_v6(path: Path) -> Path:
+    """Alembic at revision 0006: the document's version. (0007 adds the CJK index.)"""
+    store = Store(path, migrate=False)
+    with store.engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0006")
+    store.close()
+    return path
+
+
+def test_alembic_0006_equals_the_documented_ddl(tmp_path: Path) -> None:
     documented = _schema(_documented(tmp_path / "documented.db"))
-    Store(tmp_path / "migrated.db").close()
-    migrated = _schema(tmp_path / "migrated.db")
+    migrated = _schema(_migrated_to_v6(tmp_path / "migrated.db"))
     assert migrated.keys() == documented.keys()
     for key in documented:
         assert migrated[key] == documented[key], key
@@ -130,3 +140,35 @@ def test_messages_id_is_autoincrement(tmp_path: Path) -> None:
     (sql,) = connection.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()
     assert "AUTOINCREMENT" in sql
     connection.close()
+
+
+TRIGRAM_OBJECTS = {
+    ("table", "messages_fts_trigram"),
+    ("trigger", "messages_fts_trigram_insert"),
+    ("trigger", "messages_fts_trigram_delete"),
+    ("trigger", "messages_fts_trigram_update"),
+}
+
+
+def _objects(path: Path) -> set[tuple[str, str]]:
+    connection = sqlite3.connect(path)
+    names = connection.execute(
+        "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'messages_fts_trigram_%' "
+        "OR type = 'trigger'"
+    ).fetchall()
+    connection.close()
+    return set(names)
+
+
+def test_version_7_adds_the_trigram_index_and_its_downgrade_removes_exactly_that(
+    tmp_path: Path,
+) -> None:
+    path = _migrated_to_v6(tmp_path / "state.db")
+    at_six = _schema(path)
+    objects_at_six = _objects(path)
+    store = Store(path)  # to head: 0007
+    assert _objects(path) - objects_at_six == TRIGRAM_OBJECTS
+    downgrade(store.engine, "0006")
+    store.close()
+    assert _objects(path) == objects_at_six
+    assert _schema(path) == at_six

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import bindparam, text
@@ -30,9 +30,20 @@ _CONTEXT = text(
 )
 
 
-@cache
-def _match_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
-    """One prebuilt statement per combination of filters (eight in all)."""
+FTS_INDEX = "messages_fts"
+TRIGRAM_INDEX = "messages_fts_trigram"
+
+
+@lru_cache(maxsize=256)
+def _match_statement(
+    index: str | None, like_sql: str | None, sources: bool, excluded: bool, roles: bool
+) -> TextClause:
+    """One prebuilt statement per index and combination of filters.
+
+    ``index`` names the FTS5 table to MATCH against; None means a substring
+    scan of ``messages`` with the boolean ``like_sql`` (see cjk_query), whose
+    snippet is made in Python from the returned content.
+    """
     filters = []
     expanding = []
     if sources:
@@ -44,16 +55,20 @@ def _match_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     if roles:
         filters.append("AND m.role IN :p_roles")
         expanding.append(bindparam("p_roles", expanding=True))
+    columns = """m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name,
+               s.source, s.model, s.started_at AS session_started"""
+    if index is not None:
+        source = f"{index} JOIN messages m ON m.id = {index}.rowid"
+        where, order = f"{index} MATCH :p_query", "rank"
+        snippet = f"snippet({index}, 0, '>>>', '<<<', '...', 40)"
+    else:
+        source, where, order, snippet = "messages m", like_sql, "m.id DESC", "m.content"
     sql = f"""
-        SELECT m.id, m.session_id, m.role,
-               snippet(messages_fts, 0, '>>>', '<<<', '...', 40) AS snippet,
-               m.timestamp, m.tool_name,
-               s.source, s.model, s.started_at AS session_started
-        FROM messages_fts
-        JOIN messages m ON m.id = messages_fts.rowid
+        SELECT {columns.format(snippet=snippet)}
+        FROM {source}
         JOIN sessions s ON s.id = m.session_id
-        WHERE messages_fts MATCH :p_query {" ".join(filters)}
-        ORDER BY rank
+        WHERE {where} {" ".join(filters)}
+        ORDER BY {order}
         LIMIT :p_limit OFFSET :p_offset
     """
     return text(sql).bindparams(*expanding)
@@ -67,17 +82,28 @@ class SearchRepository:
 
     def match(
         self,
-        fts_query: str,
+        fts_query: str | None,
         *,
+        index: str | None = FTS_INDEX,
+        like_sql: str | None = None,
+        like_params: dict[str, str] | None = None,
         sources: Sequence[str] | None = None,
         excluded_sources: Sequence[str] | None = None,
         roles: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Matches best first; raises the driver's OperationalError on bad FTS5 syntax."""
-        statement = _match_statement(bool(sources), bool(excluded_sources), bool(roles))
+        """Matches best first; raises the driver's OperationalError on bad FTS5 syntax.
+
+        ``index`` is the FTS5 table (unicode61 by default, or the trigram one);
+        ``index=None`` with ``like_sql``/``like_params`` runs a substring scan,
+        whose ``snippet`` column then holds the whole content.
+        """
+        statement = _match_statement(
+            index, like_sql, bool(sources), bool(excluded_sources), bool(roles)
+        )
         params: dict[str, Any] = {"p_query": fts_query, "p_limit": limit, "p_offset": offset}
+        params.update(like_params or {})
         if sources:
             params["p_sources"] = list(sources)
         if excluded_sources:

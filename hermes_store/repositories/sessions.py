@@ -71,7 +71,7 @@ _ADD_USAGE = _by_id().values(
     **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},
 )
 _SET_USAGE = _by_id().values(
-    model=func.coalesce(_p("model", Text), S.c.model),
+    model=func.coalesce(S.c.model, _p("model", Text)),
     **{name: _p(name, Integer) for name in TOKEN_COUNTERS},
     **{name: func.coalesce(_p(name, REAL), S.c[name]) for name in COST_FIELDS},
     **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},

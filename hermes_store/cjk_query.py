@@ -1,0 +1,99 @@
+"""Search for text the unicode61 tokenizer cannot split: Chinese, Japanese, Korean.
+
+unicode61 makes one token of a whole run of CJK characters (and of Latin
+letters glued to it: ``修改youer服务端的计划`` is a single token), so a word
+inside such a run is invisible to it. The trigram index (schema version 7)
+matches any substring of three or more characters. Terms shorter than three
+characters -- most two-character Chinese words, most Korean words -- match
+nothing in a trigram index, so such queries become ``LIKE '%term%'`` tests
+over the content table: a scan, but an exact one.
+
+Both routes take the items of :func:`hermes_store.fts_query.query_items`
+(terms, phrases, AND/OR/NOT), so the query syntax is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .fts_query import OPERATORS
+
+_CJK = re.compile(
+    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
+)
+TRIGRAM = 3
+SNIPPET_RADIUS = 30
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK.search(text) is not None
+
+
+def _plain(item: str) -> str:
+    """A term or phrase without its quotes and prefix star: the substring to find."""
+    return item.rstrip("*").strip('"')
+
+
+@dataclass(frozen=True)
+class SubstringQuery:
+    """A query answered by substring matching, in one of two forms."""
+
+    fts: str | None
+    """A trigram MATCH expression, when every term is long enough for the index."""
+    like_sql: str | None
+    """Otherwise a boolean SQL expression of ``content LIKE :pN`` tests..."""
+    like_params: dict[str, str]
+    """...and its parameters."""
+    needles: list[str]
+    """The substrings looked for, longest first, for building snippets."""
+
+
+def _escape_like(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def substring_query(items: list[str], column: str = "m.content") -> SubstringQuery | None:
+    """The substring form of sanitized query items, or None when nothing is searchable."""
+    needles = [_plain(item) for item in items if item not in OPERATORS]
+    needles = [n for n in needles if n.strip()]
+    if not needles:
+        return None
+    ordered = sorted(set(needles), key=len, reverse=True)
+    if all(len(n) >= TRIGRAM for n in needles):
+        terms = [item if item in OPERATORS else f'"{_plain(item)}"' for item in items]
+        return SubstringQuery(" ".join(terms), None, {}, ordered)
+    parts: list[str] = []
+    params: dict[str, str] = {}
+    previous_was_term = False
+    for item in items:
+        if item in OPERATORS:
+            parts.append("AND NOT" if item == "NOT" else item)
+            previous_was_term = False
+            continue
+        if previous_was_term:
+            parts.append("AND")  # implicit AND between adjacent terms, as in FTS5
+        name = f"p_like{len(params)}"
+        params[name] = f"%{_escape_like(_plain(item))}%"
+        parts.append(f"{column} LIKE :{name} ESCAPE '\\'")
+        previous_was_term = True
+    return SubstringQuery(None, "(" + " ".join(parts) + ")", params, ordered)
+
+
+def make_snippet(content: str | None, needles: list[str]) -> str:
+    """A ``>>>match<<<`` window around the first needle found, like FTS5's snippet()."""
+    text = content or ""
+    folded = text.casefold()
+    for needle in needles:
+        at = folded.find(needle.casefold())
+        if at < 0:
+            continue
+        end = at + len(needle)
+        start, stop = max(0, at - SNIPPET_RADIUS), min(len(text), end + SNIPPET_RADIUS)
+        return (
+            ("..." if start > 0 else "")
+            + f"{text[start:at]}>>>{text[at:end]}<<<{text[end:stop]}"
+            + ("..." if stop < len(text) else "")
+        )
+    return text[: 2 * SNIPPET_RADIUS]

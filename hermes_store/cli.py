@@ -1,0 +1,859 @@
+"""``hermes-store``: the store's operations from the command line, one command per verb.
+
+Every command takes ``--db PATH`` or ``--url URL``; without either the store
+is ``$HERMES_STORE_URL``, else ``$HERMES_HOME/state.db``, else
+``~/.hermes/state.db`` (:func:`hermes_store.location.resolve_url`). Only
+``upgrade``, ``import`` and ``demo`` create a database that does not exist
+yet; every other command refuses a missing file instead of leaving an empty
+``state.db`` behind a typo.
+
+Errors a user can cause (an unknown id, a missing file, a bad title, a
+database locked past patience, a bad JSONL line) end in one red line on
+stderr and exit code 1; usage errors are typer's, exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+from sqlalchemy import select, update
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.types import REAL, Integer
+
+from . import cli_render as render
+from .engine import ContentionPolicy
+from .errors import InvalidInputError, SessionNotFoundError, StoreError
+from .facade import JSON_MESSAGE_FIELDS, SECONDS_PER_DAY, SessionDB
+from .location import resolve_url, sqlite_file, sqlite_url
+from .models import messages_table, sessions_table
+from .store import Store
+from .uow import UnitOfWork
+from .validation import int_arg, number_arg, text_arg
+
+PIPED_WIDTH = 160
+"""Width of tables written to a pipe or file, where rich would otherwise assume 80 columns."""
+
+
+def _console(*, stderr: bool = False) -> Console:
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = PIPED_WIDTH
+    return console
+
+
+out = _console()
+err = _console(stderr=True)
+
+app = typer.Typer(
+    name="hermes-store",
+    help="The Hermes agent's session store (state.db): inspect, search, export, maintain.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals would hold whole conversations
+)
+
+
+class CliError(Exception):
+    """A user mistake the command explains in one line (exit code 1)."""
+
+
+# ----------------------------------------------------------------------
+# options shared by every command
+# ----------------------------------------------------------------------
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="SQLite file of the store \\[default: $HERMES_STORE_URL, else "
+        "$HERMES_HOME/state.db, else ~/.hermes/state.db]",
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="SQLAlchemy URL of the store, instead of --db.", show_default=False),
+]
+PatienceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--patience",
+        min=0,
+        help="Seconds to wait for another writer's lock \\[default: 30]",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine output: JSON on stdout.")]
+SessionIdArgument = Annotated[
+    str, typer.Argument(metavar="ID", help="Session id.", show_default=False)
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    url: URL
+    patience: float | None
+
+    @property
+    def path(self) -> Path | None:
+        return sqlite_file(self.url)
+
+    def describe(self) -> str:
+        path = self.path
+        return str(path) if path is not None else self.url.render_as_string(hide_password=True)
+
+    def exists(self) -> bool:
+        path = self.path
+        return path is None or path.exists()
+
+
+def _target(db: Path | None, url: str | None, patience: float | None) -> Target:
+    if db is not None and url is not None:
+        raise typer.BadParameter("give --db or --url, not both", param_hint="--db / --url")
+    try:
+        resolved = sqlite_url(db) if db is not None else resolve_url(url)
+    except ArgumentError as error:
+        raise CliError(f"invalid store URL: {error}") from None
+    return Target(resolved, patience)
+
+
+def _open(target: Target, *, create: bool = False, migrate: bool = True) -> Store:
+    """The store at ``target``; a missing file is an error unless ``create``."""
+    if not create and not target.exists():
+        raise CliError(
+            f"no database at {target.describe()} "
+            "(run 'hermes-store upgrade' to create one, or pass --db)"
+        )
+    policy = ContentionPolicy(patience_s=target.patience) if target.patience is not None else None
+    try:
+        return Store(target.url, policy=policy, migrate=migrate)
+    except ModuleNotFoundError as error:
+        if (error.name or "").startswith("hermes_store"):
+            raise  # our own packaging problem, not the user's: keep the traceback
+        raise CliError(f"cannot open {target.describe()}: missing driver ({error})") from None
+
+
+@contextmanager
+def _session_db(target: Target, *, create: bool = False) -> Iterator[SessionDB]:
+    with _open(target, create=create) as store:
+        yield SessionDB(store=store)
+
+
+def _state(store: Store) -> tuple[int | None, str | None]:
+    from .migrate import read_state
+
+    with store.read() as uow:
+        return read_state(uow.connection)
+
+
+# ----------------------------------------------------------------------
+# schema
+# ----------------------------------------------------------------------
+@app.command()
+def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption = None) -> None:
+    """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
+    from .migrate import upgrade_to_head
+
+    target = _target(db, url, patience)
+    existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
+    with _open(target, create=True, migrate=False) as store:
+        before = _state(store) if existed else (None, None)
+        upgrade_to_head(store.engine)
+        after = _state(store)
+    now = f"schema version {after[0]}, revision {after[1]}"
+    if not existed:
+        out.print(Text(f"created {target.describe()}: {now}"))
+    elif before == after:
+        out.print(Text(f"{target.describe()}: already at head ({now})"))
+    else:
+        was = f"schema version {before[0]}, revision {before[1] or 'none'}"
+        out.print(Text(f"upgraded {target.describe()}: {was} -> {now}"))
+
+
+@app.command()
+def current(
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the schema version and the Alembic revision of the store (changes nothing)."""
+    from .migrate import HEAD_REVISION
+
+    target = _target(db, url, patience)
+    with _open(target, migrate=False) as store:
+        version, revision = _state(store)
+    if as_json:
+        render.write_json(
+            {
+                "schema_version": version,
+                "alembic_revision": revision,
+                "head_revision": HEAD_REVISION,
+                "at_head": revision == HEAD_REVISION,
+            }
+        )
+        return
+    out.print(Text(f"schema version:   {version if version is not None else 'none'}"))
+    line = Text(f"alembic revision: {revision or 'none'}")
+    if revision == HEAD_REVISION:
+        line.append(" (head)", style="green")
+    elif revision is None:
+        line.append(" (not managed by Alembic yet; 'hermes-store upgrade' adopts it)", "yellow")
+    else:
+        line.append(f" (head is {HEAD_REVISION}; run 'hermes-store upgrade')", style="yellow")
+    out.print(line)
+
+
+# ----------------------------------------------------------------------
+# reading
+# ----------------------------------------------------------------------
+@app.command()
+def sessions(
+    source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
+    limit: Annotated[int, typer.Option(min=0, help="How many sessions.")] = 20,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many first.")] = 0,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recent sessions, newest first, with a preview of the first user message."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        rows = sdb.list_sessions_rich(source=source, limit=limit, offset=offset)
+    if as_json:
+        render.write_json(rows)
+    elif rows:
+        out.print(render.sessions_table(rows))
+    else:
+        out.print("no sessions" + (f" of source {source!r}" if source else ""))
+
+
+@app.command()
+def show(
+    session_id: SessionIdArgument,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A session and all its messages."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        exported = sdb.export_session(session_id)
+    if exported is None:
+        raise SessionNotFoundError(session_id)
+    if as_json:
+        render.write_json(exported)
+    else:
+        render.print_session(out, exported)
+
+
+@app.command()
+def lineage(
+    session_id: SessionIdArgument,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The sessions a session was split from, and those split off it, as a tree."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        ancestors = sdb.get_ancestors(session_id)
+        descendants = sdb.get_descendants(session_id) if ancestors else []
+    if not ancestors:
+        raise SessionNotFoundError(session_id)
+    if as_json:
+        render.write_json(
+            {
+                "session": ancestors[0],
+                "ancestors": ancestors[1:],
+                "descendants": [row for row in descendants if row["id"] != session_id],
+            }
+        )
+    else:
+        out.print(render.lineage_tree(session_id, ancestors, descendants))
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help='FTS5 query: words, "phrases", OR, NOT, prefix*.')],
+    source: Annotated[
+        list[str] | None, typer.Option("--source", help="Only this source (repeatable).")
+    ] = None,
+    exclude_source: Annotated[
+        list[str] | None, typer.Option("--exclude-source", help="Not this source (repeatable).")
+    ] = None,
+    role: Annotated[
+        list[str] | None, typer.Option("--role", help="Only this role (repeatable).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=0, help="How many hits.")] = 20,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many first.")] = 0,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Full-text search across every session's messages, best match first."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        hits = sdb.search_messages(
+            query,
+            source_filter=source or None,
+            exclude_sources=exclude_source or None,
+            role_filter=role or None,
+            limit=limit,
+            offset=offset,
+        )
+    if as_json:
+        render.write_json(hits)
+    elif hits:
+        out.print(render.search_table(hits, query, offset))
+    else:
+        out.print(Text(f"no matches for {query!r}"))
+
+
+@app.command()
+def stats(
+    top: Annotated[int, typer.Option(min=0, help="How many top sessions by tokens.")] = 10,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Token totals and cost by model, and the sessions that used the most tokens."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        result = {
+            "sessions": sdb.session_count(),
+            "messages": sdb.message_count(),
+            "by_model": sdb.token_usage_by_model(),
+            "top_sessions": sdb.top_sessions_by_tokens(top),
+        }
+    if as_json:
+        render.write_json(result)
+        return
+    out.print(Text(f"{result['sessions']:,} session(s), {result['messages']:,} message(s)"))
+    out.print(render.usage_table(result["by_model"]))
+    out.print(render.top_sessions_table(result["top_sessions"]))
+
+
+# ----------------------------------------------------------------------
+# export / import
+# ----------------------------------------------------------------------
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,  # a bar is for people; logs and pipes get the summary
+    )
+
+
+@contextmanager
+def _private_output(path: Path) -> Iterator[IO[str]]:
+    """Write ``path`` whole or not at all, readable by the owner only (it holds conversations)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _jsonl(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
+
+
+@app.command()
+def export(
+    session_id: Annotated[
+        str | None,
+        typer.Argument(metavar="ID", help="One session; every session when omitted."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="JSONL file to write \\[default: stdout]", dir_okay=False),
+    ] = None,
+    source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+) -> None:
+    """Write sessions with their messages as JSON lines, one session per line."""
+    if session_id is not None and source is not None:
+        raise typer.BadParameter(
+            "filters an export of all sessions; not with an ID", param_hint="--source"
+        )
+    to_stdout = output is None or str(output) == "-"
+    if not to_stdout and not output.parent.is_dir():  # type: ignore[union-attr]
+        raise CliError(f"no such directory: {output.parent}")  # type: ignore[union-attr]
+    with _session_db(_target(db, url, patience)) as sdb:
+        if session_id is not None:
+            record = sdb.export_session(session_id)
+            if record is None:
+                raise SessionNotFoundError(session_id)
+            records: Any = [record]
+            total = 1
+        else:
+            total = sdb.session_count(source)
+            records = sdb.iter_export(source)
+        writer = _stdout_writer() if to_stdout else _private_output(output)  # type: ignore[arg-type]
+        with writer as handle, _progress() as progress:
+            task = progress.add_task("exporting", total=total)
+            count = messages = 0
+            for record in records:
+                handle.write(_jsonl(record))
+                count += 1
+                messages += len(record["messages"])
+                progress.advance(task)
+    summary = Text(
+        f"exported {count} session(s), {messages} message(s) to {'stdout' if to_stdout else output}"
+    )
+    (err if to_stdout else out).print(summary)
+
+
+@contextmanager
+def _stdout_writer() -> Iterator[IO[str]]:
+    yield sys.stdout
+    sys.stdout.flush()
+
+
+_SESSION_COLUMNS = list(sessions_table.columns)
+_NON_EMPTY = ("id", "source", "role")
+_MESSAGE_COLUMNS = [c for c in messages_table.columns if c.name not in ("id", "session_id")]
+
+
+@dataclass
+class _Record:
+    line: int
+    session: dict[str, Any]
+    messages: list[dict[str, Any]]
+    message_ids: list[int] | None  # the file's ids, when every message has a distinct one
+
+
+def _column_value(column: Any, label: str, value: Any) -> Any:
+    """A value from the file checked against the column's type (None where nullable)."""
+    optional = bool(column.nullable) and column.name not in ("id",)
+    if value is None and not optional:
+        raise InvalidInputError(f"{label} is required")
+    if isinstance(column.type, Integer):
+        return int_arg(label, value, optional=optional)
+    if isinstance(column.type, REAL):
+        return number_arg(label, value, optional=optional)
+    return text_arg(label, value, optional=optional, non_empty=column.name in _NON_EMPTY)
+
+
+def _json_text(label: str, value: Any) -> str | None:
+    """A decoded JSON field of an export back to the text the store keeps.
+
+    Export decodes stored JSON and passes text that is not JSON through as
+    it is; so a string that does not parse is put back raw, anything else is
+    encoded again -- either way ``get_messages`` reads back the same value.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return text_arg(label, value)
+    try:
+        return text_arg(label, json.dumps(value, ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{label} is not JSON-serializable: {error}") from None
+
+
+def _parse_line(raw: bytes, line: int) -> _Record | None:
+    """One line of an export as checked rows; None for a blank line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CliError(f"line {line}: not UTF-8 text ({error.reason})") from None
+    text = text.lstrip("\ufeff") if line == 1 else text
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError as error:
+        raise CliError(f"line {line}: not valid JSON ({error})") from None
+    if not isinstance(obj, dict):
+        raise CliError(f"line {line}: expected a JSON object, got {type(obj).__name__}")
+    try:
+        session: dict[str, Any] = {}
+        for column in _SESSION_COLUMNS:
+            if column.name not in obj and column.nullable and column.name != "id":
+                continue  # absent: the column's default applies
+            value = obj.get(column.name)
+            if column.name == "model_config" and value is not None and not isinstance(value, str):
+                value = json.dumps(value, ensure_ascii=False)
+            session[column.name] = _column_value(column, column.name, value)
+        raw_messages = obj.get("messages", [])
+        if not isinstance(raw_messages, list):
+            raise InvalidInputError(f"messages must be a list, got {type(raw_messages).__name__}")
+        messages = []
+        ids: list[Any] = []
+        for index, message in enumerate(raw_messages):
+            label = f"messages[{index}]."
+            if not isinstance(message, dict):
+                raise InvalidInputError(
+                    f"messages[{index}] must be an object, got {type(message).__name__}"
+                )
+            row: dict[str, Any] = {"session_id": session["id"]}
+            for column in _MESSAGE_COLUMNS:
+                value = message.get(column.name)
+                if column.name in JSON_MESSAGE_FIELDS:
+                    row[column.name] = _json_text(label + column.name, value)
+                else:
+                    row[column.name] = _column_value(column, label + column.name, value)
+            messages.append(row)
+            ids.append(message.get("id"))
+    except InvalidInputError as error:
+        raise CliError(f"line {line}: {error}") from None
+    keep_ids = (
+        all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in ids)
+        and len(set(ids)) == len(ids)
+        and bool(ids)
+    )
+    order = sorted(
+        range(len(messages)),
+        key=lambda i: (messages[i]["timestamp"], ids[i] if keep_ids else i),
+    )
+    return _Record(
+        line=line,
+        session=session,
+        messages=[messages[i] for i in order],
+        message_ids=[ids[i] for i in order] if keep_ids else None,
+    )
+
+
+def _records(path: Path) -> Iterator[_Record]:
+    with path.open("rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            record = _parse_line(raw, line)
+            if record is not None:
+                yield record
+
+
+@dataclass
+class _ImportResult:
+    sessions: int = 0
+    messages: int = 0
+    skipped: int = 0
+    renumbered: int = 0
+    warnings: list[str] = field(default_factory=list)
+    pending_parents: dict[str, str] = field(default_factory=dict)
+
+
+def _ids_free(uow: UnitOfWork, ids: list[int]) -> bool:
+    """True when no stored message has an id in the range of ``ids``."""
+    statement = (
+        select(messages_table.c.id).where(messages_table.c.id.between(min(ids), max(ids))).limit(1)
+    )
+    return uow.connection.execute(statement).first() is None
+
+
+def _import_one(uow: UnitOfWork, record: _Record, result: _ImportResult) -> None:
+    values = dict(record.session)
+    session_id = values["id"]
+    if uow.sessions.exists(session_id):
+        result.skipped += 1
+        return
+    parent = values.get("parent_session_id")
+    if parent is not None and not uow.sessions.exists(parent):
+        values["parent_session_id"] = None  # linked once the parent is in the store
+        result.pending_parents[session_id] = parent
+    title = values.get("title")
+    if title is not None:
+        owner = uow.sessions.title_owner(title, excluding=session_id)
+        if owner is not None:
+            values["title"] = None
+            result.warnings.append(
+                f"line {record.line}: title {title!r} already belongs to session {owner}; "
+                f"session {session_id} imported without a title"
+            )
+    uow.sessions.add(**values)
+    rows = record.messages
+    if record.message_ids is not None and _ids_free(uow, record.message_ids):
+        rows = [{**row, "id": i} for row, i in zip(rows, record.message_ids, strict=True)]
+    elif rows:
+        result.renumbered += 1
+    uow.messages.add_many(rows)
+    result.sessions += 1
+    result.messages += len(rows)
+
+
+def _link_parents(uow: UnitOfWork, result: _ImportResult) -> None:
+    for child, parent in list(result.pending_parents.items()):
+        if uow.sessions.exists(parent):
+            uow.connection.execute(
+                update(sessions_table)
+                .where(sessions_table.c.id == child)
+                .values(parent_session_id=parent)
+            )
+            del result.pending_parents[child]
+
+
+BATCH_SESSIONS = 200
+BATCH_MESSAGES = 5000
+
+
+@app.command("import")
+def import_(
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="JSONL file written by 'export'.", dir_okay=False)
+    ],
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+) -> None:
+    """Add the sessions of an export; a session id already in the store is skipped."""
+    target = _target(db, url, patience)
+    if not file.is_file():
+        raise CliError(f"{'not a regular file' if file.exists() else 'no such file'}: {file}")
+    # Check every line before writing anything: a bad line names itself, the store stays as it was.
+    try:
+        total = sum(1 for _ in _records(file))
+    except CliError as error:
+        raise CliError(f"{file} {error}") from None
+    result = _ImportResult()
+    with _open(target, create=True) as store, _progress() as progress:
+        task = progress.add_task("importing", total=total)
+        batch: list[_Record] = []
+        batch_messages = 0
+
+        def flush() -> None:
+            nonlocal batch_messages
+            with store.write() as uow:
+                for record in batch:
+                    _import_one(uow, record, result)
+                _link_parents(uow, result)
+            progress.advance(task, len(batch))
+            batch.clear()
+            batch_messages = 0
+
+        for record in _records(file):
+            batch.append(record)
+            if (
+                len(batch) >= BATCH_SESSIONS
+                or sum(len(r.messages) for r in batch) >= BATCH_MESSAGES
+            ):
+                flush()
+        if batch:
+            flush()
+    for warning in result.warnings[:10]:
+        err.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+    if len(result.warnings) > 10:
+        err.print(Text(f"warning: ... and {len(result.warnings) - 10} more", style="yellow"))
+    if result.pending_parents:
+        orphans = ", ".join(sorted(result.pending_parents)[:5])
+        err.print(
+            Text(
+                f"warning: {len(result.pending_parents)} session(s) imported without their "
+                f"parent, which is neither in the file nor in the store: {orphans}",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+    out.print(
+        Text(
+            f"imported {result.sessions} session(s), {result.messages} message(s) from {file}; "
+            f"skipped {result.skipped} already present"
+        )
+    )
+
+
+# ----------------------------------------------------------------------
+# cleanup
+# ----------------------------------------------------------------------
+@app.command()
+def prune(
+    older_than: Annotated[
+        float, typer.Option("--older-than", min=0, help="Age in days (by start time).")
+    ],
+    source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
+    ] = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete ended sessions older than N days; their children are kept, as roots."""
+    cutoff = time.time() - older_than * SECONDS_PER_DAY
+    with _open(_target(db, url, patience)) as store, store.write() as uow:
+        # Let the repository pick the sessions (one rule for both modes), look at them, and
+        # keep the deletion only for a real run -- all inside one write transaction.
+        probe = uow.connection.begin_nested()
+        doomed = uow.sessions.prune(cutoff, source)
+        probe.rollback()
+        rows = [row for row in (uow.sessions.get(i) for i in doomed) if row is not None]
+        if dry_run:
+            uow.rollback()
+        else:
+            uow.sessions.prune(cutoff, source)
+    if as_json:
+        render.write_json({"dry_run": dry_run, "sessions": rows})
+        return
+    verb = "would prune" if dry_run else "pruned"
+    scope = f" of source {source!r}" if source else ""
+    heading = f"{verb} {len(rows)} ended session(s){scope} older than {older_than:g} day(s)"
+    if rows:
+        out.print(render.prunable_table(rows, heading))
+    else:
+        out.print(Text(heading))
+
+
+@app.command()
+def delete(
+    session_id: SessionIdArgument,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+) -> None:
+    """Delete a session and its messages; sessions split off it become roots."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        if not sdb.delete_session(session_id):
+            raise SessionNotFoundError(session_id)
+    out.print(Text(f"deleted session {session_id}"))
+
+
+@app.command()
+def title(
+    session_id: SessionIdArgument,
+    new_title: Annotated[
+        str | None,
+        typer.Argument(help="New title ('' clears it); omit to print the current one."),
+    ] = None,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+) -> None:
+    """Print or set a session's title (unique among sessions, at most 100 characters)."""
+    with _session_db(_target(db, url, patience)) as sdb:
+        if new_title is not None:
+            sdb.set_session_title(session_id, new_title)
+        session = sdb.get_session(session_id)
+    if session is None:
+        raise SessionNotFoundError(session_id)
+    if new_title is None:
+        out.print(Text(session["title"] or "(no title)"))
+    elif session["title"] is None:
+        out.print(Text(f"title of {session_id} cleared"))
+    else:
+        out.print(Text(f"title of {session_id}: {session['title']}"))
+
+
+# ----------------------------------------------------------------------
+# health
+# ----------------------------------------------------------------------
+@app.command()
+def check(
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Recompute counters and rebuild the FTS index.")
+    ] = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check integrity, foreign keys, the FTS index and the counters; exit 1 if not healthy."""
+    from .check import check as run_check
+
+    with _open(_target(db, url, patience), migrate=False) as store:
+        report = run_check(store, repair=repair)
+    if as_json:
+        render.write_json({**asdict(report), "ok": report.ok})
+    else:
+        integrity = "; ".join(report.integrity) if report.integrity else None
+        out.print(render.status_line("integrity", integrity))
+        fk = f"{len(report.foreign_keys)} dangling reference(s)" if report.foreign_keys else None
+        out.print(render.status_line("foreign keys", fk))
+        out.print(render.status_line("full-text index", report.fts, report.rebuilt_fts))
+        counted = f"{len(report.miscounted)} miscounted session(s)" if report.miscounted else None
+        out.print(render.status_line("counters", counted, bool(report.repaired_counters)))
+        if report.miscounted:
+            out.print(render.miscounted_table(report.miscounted))
+        if report.ok:
+            out.print(Text("ok", style="bold green"))
+        else:
+            hint = "" if repair else "; 'hermes-store check --repair' mends counters and FTS"
+            out.print(Text(f"problems found{hint}", style="bold red"))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(db: DbOption = None, url: UrlOption = None, patience: PatienceOption = None) -> None:
+    """Write a demo session with a tool call and a continuation, then search it."""
+    from .demo import run
+
+    with _session_db(_target(db, url, patience), create=True) as sdb:
+        code = run(sdb)
+    raise typer.Exit(code)
+
+
+# ----------------------------------------------------------------------
+# entry point
+# ----------------------------------------------------------------------
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+def _database_message(error: SQLAlchemyError) -> str:
+    original = getattr(error, "orig", None)
+    return f"database error: {_one_line(original if original is not None else error)}"
+
+
+def fail(message: str) -> None:
+    err.print(Text(f"error: {_one_line(message)}", style="bold red"), soft_wrap=True)
+
+
+def main() -> None:
+    """Console script ``hermes-store``."""
+    try:
+        app()
+    except (CliError, StoreError) as error:
+        fail(str(error))
+    except SQLAlchemyError as error:
+        fail(_database_message(error))
+    except BrokenPipeError:  # `hermes-store export | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+    except OSError as error:
+        where = f": {error.filename}" if error.filename else ""
+        fail(f"{error.strerror or error}{where}")
+    except KeyboardInterrupt:
+        fail("interrupted")
+        sys.exit(130)
+    else:  # pragma: no cover - app() always exits through SystemExit
+        return
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

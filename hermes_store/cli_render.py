@@ -1,0 +1,342 @@
+"""How ``hermes-store`` shows things: rich tables, trees and highlighted snippets.
+
+Everything that comes out of the store (titles, message content, snippets) is
+user data and may contain rich markup such as ``[bold]``; it only ever enters
+a :class:`rich.text.Text` as plain text, never as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+MATCH_OPEN = ">>>"
+MATCH_CLOSE = "<<<"
+MATCH_STYLE = "bold black on yellow"
+ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
+NONE = "—"
+
+
+# ----------------------------------------------------------------------
+# small formatters
+# ----------------------------------------------------------------------
+def when(timestamp: float | None) -> str:
+    """A Unix epoch float as local ``YYYY-MM-DD HH:MM``; a dash when unknown."""
+    if timestamp is None:
+        return NONE
+    try:
+        return datetime.fromtimestamp(float(timestamp)).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return str(timestamp)
+
+
+def number(value: int | float | None) -> str:
+    return NONE if value is None else f"{int(value):,}"
+
+
+def cost(value: float | None) -> str:
+    return NONE if value is None else f"${float(value):,.4f}"
+
+
+def one_line(text: str | None) -> str:
+    """Whitespace (newlines included) folded to single spaces."""
+    return " ".join((text or "").split())
+
+
+def write_json(value: Any) -> None:
+    """Machine output: plain JSON on stdout, never through rich (no wrapping, no markup)."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def highlight_snippet(snippet: str | None) -> Text:
+    """An FTS5 snippet with its ``>>>match<<<`` markers turned into highlighting."""
+    result = Text()
+    rest = one_line(snippet)
+    while rest:
+        start = rest.find(MATCH_OPEN)
+        if start < 0:
+            result.append(rest)
+            break
+        end = rest.find(MATCH_CLOSE, start + len(MATCH_OPEN))
+        if end < 0:  # an unclosed marker: show the text as it is
+            result.append(rest)
+            break
+        result.append(rest[:start])
+        result.append(rest[start + len(MATCH_OPEN) : end], style=MATCH_STYLE)
+        rest = rest[end + len(MATCH_CLOSE) :]
+    return result
+
+
+def _role(role: str | None) -> Text:
+    return Text(role or "?", style=ROLE_STYLES.get(role or "", "bold"))
+
+
+# ----------------------------------------------------------------------
+# sessions
+# ----------------------------------------------------------------------
+def sessions_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title=f"{len(rows)} session(s), newest first", title_justify="left")
+    table.add_column("id", overflow="fold", style="bold")
+    table.add_column("title", overflow="fold")
+    table.add_column("source")
+    table.add_column("model", overflow="fold")
+    table.add_column("preview", overflow="ellipsis", ratio=1)
+    table.add_column("last active", no_wrap=True)
+    table.add_column("messages", justify="right")
+    for row in rows:
+        table.add_row(
+            Text(str(row["id"])),
+            Text(row.get("title") or ""),
+            Text(row.get("source") or ""),
+            Text(row.get("model") or ""),
+            Text(one_line(row.get("preview"))),
+            when(row.get("last_active")),
+            number(row.get("message_count")),
+        )
+    return table
+
+
+_SESSION_FIELDS = (
+    ("title", "title"),
+    ("source", "source"),
+    ("model", "model"),
+    ("user_id", "user"),
+    ("parent_session_id", "parent"),
+    ("started_at", "started"),
+    ("ended_at", "ended"),
+    ("end_reason", "end reason"),
+    ("message_count", "messages"),
+    ("tool_call_count", "tool calls"),
+    ("input_tokens", "input tokens"),
+    ("output_tokens", "output tokens"),
+    ("cache_read_tokens", "cache read tokens"),
+    ("cache_write_tokens", "cache write tokens"),
+    ("reasoning_tokens", "reasoning tokens"),
+    ("estimated_cost_usd", "estimated cost"),
+    ("actual_cost_usd", "actual cost"),
+    ("cost_status", "cost status"),
+    ("billing_provider", "billing provider"),
+)
+
+
+def session_details(session: Mapping[str, Any]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("session", Text(str(session["id"]), style="bold"))
+    for key, label in _SESSION_FIELDS:
+        value = session.get(key)
+        if value is None or (key.endswith("_tokens") and not value):
+            continue
+        if key in ("started_at", "ended_at"):
+            shown = when(value)
+        elif key.endswith("_cost_usd"):
+            shown = cost(value)
+        elif isinstance(value, int):
+            shown = number(value)
+        else:
+            shown = str(value)
+        grid.add_row(label, Text(shown))
+    return grid
+
+
+def _compact_json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def message_block(message: Mapping[str, Any]) -> Group:
+    header = Text()
+    header.append(f"#{message.get('id')} ", style="dim")
+    header.append_text(_role(message.get("role")))
+    if message.get("tool_name"):
+        header.append(f" ({message['tool_name']})", style="magenta")
+    header.append(f"  {when(message.get('timestamp'))}", style="dim")
+    if message.get("finish_reason"):
+        header.append(f"  finish: {message['finish_reason']}", style="dim")
+    if message.get("token_count") is not None:
+        header.append(f"  {number(message['token_count'])} tokens", style="dim")
+    body: list[Any] = [header]
+    if message.get("reasoning"):
+        body.append(
+            Padding(Text(message["reasoning"], style="dim italic"), (0, 0, 0, 2), expand=False)
+        )
+    if message.get("content"):
+        body.append(Padding(Text(message["content"]), (0, 0, 0, 2), expand=False))
+    if message.get("tool_call_id"):
+        reply = Text(f"↳ reply to {message['tool_call_id']}", style="dim")
+        body.append(Padding(reply, (0, 0, 0, 2), expand=False))
+    if message.get("tool_calls"):
+        calls = Text("tool calls: ", style="yellow")
+        calls.append(_compact_json(message["tool_calls"]), style="")
+        body.append(Padding(calls, (0, 0, 0, 2), expand=False))
+    return Group(*body)
+
+
+def print_session(console: Console, session: Mapping[str, Any]) -> None:
+    console.print(session_details(session))
+    messages = session.get("messages") or []
+    console.rule(f"{len(messages)} message(s)", style="dim")
+    for message in messages:
+        console.print(message_block(message))
+
+
+# ----------------------------------------------------------------------
+# lineage
+# ----------------------------------------------------------------------
+def _node_label(row: Mapping[str, Any], target: str) -> Text:
+    label = Text(str(row["id"]), style="bold reverse" if row["id"] == target else "bold")
+    if row.get("title"):
+        label.append(f"  {row['title']}")
+    label.append(f"  {when(row.get('started_at'))}", style="dim")
+    return label
+
+
+def lineage_tree(
+    session_id: str,
+    ancestors: Sequence[Mapping[str, Any]],
+    descendants: Sequence[Mapping[str, Any]],
+) -> Tree:
+    """Oldest ancestor at the root, down to the session, then everything split off it."""
+    chain = list(reversed(ancestors))  # root first; the session itself is last
+    tree = Tree(_node_label(chain[0], session_id), guide_style="dim")
+    node = tree
+    for row in chain[1:]:
+        node = node.add(_node_label(row, session_id))
+    children: dict[str | None, list[Mapping[str, Any]]] = {}
+    for row in descendants:
+        if row["id"] != session_id:
+            children.setdefault(row.get("parent_session_id"), []).append(row)
+    seen = {session_id}
+
+    def grow(parent: Tree, parent_id: str) -> None:
+        for child in sorted(children.get(parent_id, []), key=lambda r: r.get("started_at") or 0):
+            if child["id"] in seen:  # a cycle in a damaged file: show each session once
+                continue
+            seen.add(child["id"])
+            grow(parent.add(_node_label(child, session_id)), child["id"])
+
+    grow(node, session_id)
+    return tree
+
+
+# ----------------------------------------------------------------------
+# search
+# ----------------------------------------------------------------------
+def search_table(hits: Sequence[Mapping[str, Any]], query: str, offset: int) -> Table:
+    first, last = offset + 1, offset + len(hits)
+    title = f"{len(hits)} hit(s) for {query!r}" + (f", #{first}–#{last}" if offset else "")
+    table = Table(title=title, title_justify="left")
+    table.add_column("session", overflow="fold", style="bold")
+    table.add_column("role")
+    table.add_column("source")
+    table.add_column("when", no_wrap=True)
+    table.add_column("snippet", ratio=1, overflow="fold")
+    for hit in hits:
+        table.add_row(
+            Text(str(hit["session_id"])),
+            _role(hit.get("role")),
+            Text(hit.get("source") or ""),
+            when(hit.get("timestamp")),
+            highlight_snippet(hit.get("snippet")),
+        )
+    return table
+
+
+# ----------------------------------------------------------------------
+# stats
+# ----------------------------------------------------------------------
+def usage_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title="tokens and cost by model", title_justify="left")
+    table.add_column("model", overflow="fold")
+    table.add_column("sessions", justify="right")
+    table.add_column("input", justify="right")
+    table.add_column("output", justify="right")
+    table.add_column("est. cost", justify="right")
+    for row in rows:
+        table.add_row(
+            Text(row.get("model") or ""),
+            number(row.get("session_count")),
+            number(row.get("total_input")),
+            number(row.get("total_output")),
+            cost(row.get("total_cost")),
+        )
+    return table
+
+
+def top_sessions_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title=f"top {len(rows)} session(s) by tokens", title_justify="left")
+    table.add_column("id", overflow="fold", style="bold")
+    table.add_column("title", overflow="fold")
+    table.add_column("model", overflow="fold")
+    table.add_column("tokens", justify="right")
+    table.add_column("est. cost", justify="right")
+    for row in rows:
+        table.add_row(
+            Text(str(row["id"])),
+            Text(row.get("title") or ""),
+            Text(row.get("model") or ""),
+            number(row.get("total_tokens")),
+            cost(row.get("estimated_cost_usd")),
+        )
+    return table
+
+
+# ----------------------------------------------------------------------
+# prune and check
+# ----------------------------------------------------------------------
+def prunable_table(rows: Iterable[Mapping[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("id", overflow="fold", style="bold")
+    table.add_column("title", overflow="fold")
+    table.add_column("source")
+    table.add_column("started", no_wrap=True)
+    table.add_column("ended", no_wrap=True)
+    table.add_column("messages", justify="right")
+    for row in rows:
+        table.add_row(
+            Text(str(row["id"])),
+            Text(row.get("title") or ""),
+            Text(row.get("source") or ""),
+            when(row.get("started_at")),
+            when(row.get("ended_at")),
+            number(row.get("message_count")),
+        )
+    return table
+
+
+def miscounted_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+    table = Table(title="miscounted sessions", title_justify="left")
+    table.add_column("id", overflow="fold", style="bold")
+    table.add_column("messages (stored → real)", justify="right")
+    table.add_column("tool calls (stored → real)", justify="right")
+    for row in rows:
+        table.add_row(
+            Text(str(row["id"])),
+            f"{row['stored_messages']} → {row['real_messages']}",
+            f"{row['stored_tool_calls']} → {row['real_tool_calls']}",
+        )
+    return table
+
+
+def status_line(label: str, problem: str | None, fixed: bool = False) -> Text:
+    line = Text(f"{label}: ")
+    if problem is None:
+        line.append("ok", style="green")
+    elif fixed:
+        line.append(problem, style="yellow")
+        line.append(" (repaired)", style="green")
+    else:
+        line.append(problem, style="red")
+    return line

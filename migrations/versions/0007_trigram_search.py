@@ -1,0 +1,71 @@
+"""Schema version 7: a trigram FTS5 index over ``messages.content`` for CJK search.
+
+FTS5's default unicode61 tokenizer treats a run of Chinese, Japanese or
+Korean characters (with any Latin letters glued to it) as one token, so a
+word inside running CJK text cannot be found. A second external-content
+index with the ``trigram`` tokenizer matches any substring of three or more
+characters. It has its own three triggers and is back-filled here from the
+existing rows. The old ``sqlite3`` code ignores tables it does not know, and
+checks ``schema_version < N`` only, so it keeps reading a version 7 file.
+
+Revision ID: 0007
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from hermes_store.migration_ops import is_sqlite, set_schema_version
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+TABLE = """
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram USING fts5(
+    content,
+    content=messages,
+    content_rowid=id,
+    tokenize='trigram'
+)
+"""
+
+TRIGGERS = {
+    "messages_fts_trigram_insert": """
+CREATE TRIGGER IF NOT EXISTS messages_fts_trigram_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts_trigram(rowid, content) VALUES (new.id, new.content);
+END
+""",
+    "messages_fts_trigram_delete": """
+CREATE TRIGGER IF NOT EXISTS messages_fts_trigram_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts_trigram(messages_fts_trigram, rowid, content)
+        VALUES('delete', old.id, old.content);
+END
+""",
+    "messages_fts_trigram_update": """
+CREATE TRIGGER IF NOT EXISTS messages_fts_trigram_update AFTER UPDATE ON messages BEGIN
+    INSERT INTO messages_fts_trigram(messages_fts_trigram, rowid, content)
+        VALUES('delete', old.id, old.content);
+    INSERT INTO messages_fts_trigram(rowid, content) VALUES (new.id, new.content);
+END
+""",
+}
+
+
+def upgrade() -> None:
+    if is_sqlite():
+        op.execute(TABLE)
+        for ddl in TRIGGERS.values():
+            op.execute(ddl)
+        op.execute("INSERT INTO messages_fts_trigram(messages_fts_trigram) VALUES ('rebuild')")
+    set_schema_version(7)
+
+
+def downgrade() -> None:
+    if is_sqlite():
+        for name in TRIGGERS:
+            op.execute(f"DROP TRIGGER IF EXISTS {name}")
+        op.execute("DROP TABLE IF EXISTS messages_fts_trigram")
+    set_schema_version(6)

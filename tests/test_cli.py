@@ -1,0 +1,549 @@
+"""``hermes-store``: the real command line, in a subprocess, on real files under tmp_path.
+
+The console script is not installed during development, so each test runs
+``python -m hermes_store.cli`` with the repository on ``PYTHONPATH`` and
+``HERMES_HOME`` pointing into tmp_path. Fixtures are written with the library
+(fast, in process); the CLI is what is under test. Most assertions read
+``--json`` output or look at the store afterwards with ``SessionDB``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_store import SessionDB
+
+REPO = Path(__file__).resolve().parents[1]
+OLD = 1_700_000_000.0  # Nov 2023: far older than any --older-than used below
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+class Clock:
+    """Strictly increasing time that a test sets by hand."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "hermes-home"
+
+
+@pytest.fixture
+def cli(tmp_path: Path, home: Path) -> Run:
+    """Run the CLI; ``env`` adds or (with None) removes environment variables."""
+
+    def run(
+        *args: str, env: dict[str, str | None] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        environment = dict(os.environ)
+        for inherited in ("HERMES_STORE_URL", "FORCE_COLOR"):
+            environment.pop(inherited, None)
+        environment.update(
+            HERMES_HOME=str(home),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            NO_COLOR="1",
+            COLUMNS="200",
+        )
+        for key, value in (env or {}).items():
+            if value is None:
+                environment.pop(key, None)
+            else:
+                environment[key] = value
+        return subprocess.run(
+            [sys.executable, "-m", "hermes_store.cli", *args],
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(ok(result).stdout)
+
+
+def one_error_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit 1 with exactly one line on stderr, no traceback, naming every needle."""
+    assert result.returncode == 1, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def seed(path: Path) -> None:
+    """root -> child -> grandchild (a compressed lineage), other (discord), recent (today)."""
+    clock = Clock(OLD)
+    with SessionDB(path, clock=clock) as db:
+        db.create_session("root", "cli", model="model-a", system_prompt="be brief")
+        turn = [
+            {"role": "user", "content": "My docker build fails [bold]loudly[/bold]"},
+            {
+                "role": "assistant",
+                "content": "Let me check the disk with chat-send.",
+                "tool_calls": [{"id": "call_1", "function": {"name": "terminal"}}],
+                "reasoning": "disk first",
+                "reasoning_details": [{"type": "summary", "text": "disk"}],
+                "token_count": 42,
+                "finish_reason": "tool_calls",
+            },
+            {
+                "role": "tool",
+                "content": "/var/lib/docker is 98% full",
+                "tool_call_id": "call_1",
+                "tool_name": "terminal",
+            },
+        ]
+        for message in turn:  # one by one: the fixture need not depend on batch appends
+            db.append_message("root", **message)
+        db.update_token_counts(
+            "root", input_tokens=1000, output_tokens=500, estimated_cost_usd=0.25
+        )
+        db.set_session_title("root", "Fix Docker Build")
+        db.end_session("root", "compressed")
+        db.create_session("child", "cli", model="model-a", parent_session_id="root")
+        db.append_message("child", "user", "docker works after the prune")
+        db.set_session_title("child", "Fix Docker Build #2")
+        db.update_token_counts("child", input_tokens=10, output_tokens=5)
+        db.create_session("grandchild", "telegram", model="model-b", parent_session_id="child")
+        db.append_message("grandchild", "user", "thanks from telegram")
+        db.create_session("other", "discord")
+        db.append_message("other", "user", "docker on discord")
+        db.end_session("other", "done")
+        clock.now = time.time()
+        db.create_session("recent", "cli")
+        db.append_message("recent", "assistant", "a fresh answer")
+        db.end_session("recent", "user_exit")
+
+
+@pytest.fixture
+def store(db_path: Path) -> Path:
+    seed(db_path)
+    return db_path
+
+
+def counts(path: Path) -> tuple[int, int]:
+    with SessionDB(path) as db:
+        return db.session_count(), db.message_count()
+
+
+# ----------------------------------------------------------------------
+# schema
+# ----------------------------------------------------------------------
+def test_help_lists_every_command(cli: Run) -> None:
+    out = ok(cli("--help")).stdout
+    commands = "upgrade current sessions show lineage search stats export import prune delete"
+    for command in [*commands.split(), "title", "check", "demo"]:
+        assert command in out
+
+
+def test_upgrade_creates_a_private_store_at_head_and_current_reports_it(
+    cli: Run, tmp_path: Path
+) -> None:
+    from hermes_store.migrate import HEAD_REVISION, HEAD_SCHEMA_VERSION
+
+    path = tmp_path / "new" / "state.db"
+    assert "created" in ok(cli("upgrade", "--db", str(path))).stdout
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    state = as_json(cli("current", "--db", str(path), "--json"))
+    assert state == {
+        "schema_version": HEAD_SCHEMA_VERSION,
+        "alembic_revision": HEAD_REVISION,
+        "head_revision": HEAD_REVISION,
+        "at_head": True,
+    }
+    assert "already at head" in ok(cli("upgrade", "--db", str(path))).stdout
+
+
+def test_upgrade_adopts_a_file_of_the_old_code(cli: Run, tmp_path: Path) -> None:
+    from hermes_store.migrate import HEAD_REVISION
+
+    from .legacy_files import build_legacy_file
+
+    path = tmp_path / "legacy.db"
+    build_legacy_file(path, 3)
+    current = ok(cli("current", "--db", str(path))).stdout
+    assert "schema version:   3" in current and "alembic revision: none" in current
+    upgraded = ok(cli("upgrade", "--db", str(path))).stdout
+    assert "upgraded" in upgraded and "schema version 3" in upgraded and HEAD_REVISION in upgraded
+    with SessionDB(path) as db:
+        assert db.session_count() == 3 and db.message_count() == 6
+        assert db.get_session("grandchild")["parent_session_id"] == "child"
+        assert db.get_session("root")["title"] == "Legacy root"
+        assert len(db.search_messages("kubernetes")) == 3
+
+
+def test_default_store_is_hermes_home_then_hermes_store_url(
+    cli: Run, home: Path, tmp_path: Path
+) -> None:
+    ok(cli("upgrade"))
+    assert (home / "state.db").is_file()
+    ok(cli("sessions"))
+    elsewhere = tmp_path / "elsewhere.db"
+    ok(cli("upgrade", env={"HERMES_STORE_URL": f"sqlite:///{elsewhere}"}))
+    assert elsewhere.is_file()
+
+
+# ----------------------------------------------------------------------
+# reading
+# ----------------------------------------------------------------------
+def test_sessions_lists_newest_first_with_filters(cli: Run, store: Path) -> None:
+    rows = as_json(cli("sessions", "--db", str(store), "--json", "--limit", "4"))
+    assert [r["id"] for r in rows] == ["recent", "other", "grandchild", "child"]
+    assert rows[3]["preview"] == "docker works after the prune" and rows[3]["message_count"] == 1
+    assert "last_active" in rows[0]
+    table = ok(cli("sessions", "--db", str(store), "--source", "cli", "--offset", "1")).stdout
+    for text in ("last active", "Fix Docker Build #2", "model-a", "My docker build fails"):
+        assert text in table
+    assert "recent" not in table and "telegram" not in table
+
+
+def test_show_prints_a_session_and_its_messages(cli: Run, store: Path) -> None:
+    session = as_json(cli("show", "root", "--db", str(store), "--json"))
+    assert session["title"] == "Fix Docker Build" and session["input_tokens"] == 1000
+    assert [m["role"] for m in session["messages"]] == ["user", "assistant", "tool"]
+    assistant = session["messages"][1]
+    assert assistant["tool_calls"] == [{"id": "call_1", "function": {"name": "terminal"}}]
+    assert assistant["reasoning_details"] == [{"type": "summary", "text": "disk"}]
+    text = ok(cli("show", "root", "--db", str(store))).stdout
+    assert "[bold]loudly[/bold]" in text, "message content is shown as text, not as markup"
+    assert "Fix Docker Build" in text and "call_1" in text and "98% full" in text
+
+
+def test_lineage_shows_ancestors_and_descendants(cli: Run, store: Path) -> None:
+    tree = as_json(cli("lineage", "child", "--db", str(store), "--json"))
+    assert tree["session"]["id"] == "child"
+    assert [r["id"] for r in tree["ancestors"]] == ["root"]
+    assert [r["id"] for r in tree["descendants"]] == ["grandchild"]
+    text = ok(cli("lineage", "grandchild", "--db", str(store))).stdout
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert [next(w for w in ("grandchild", "child", "root") if w in line) for line in lines] == [
+        "root",
+        "child",
+        "grandchild",
+    ]
+    assert "──" in lines[1], "a rich tree, root at the top"
+
+
+def test_search_filters_by_source(cli: Run, store: Path) -> None:
+    everywhere = as_json(cli("search", "docker", "--db", str(store), "--json"))
+    assert sorted(hit["session_id"] for hit in everywhere) == ["child", "other", "root", "root"]
+    assert all(">>>docker<<<" in hit["snippet"].lower() for hit in everywhere)
+    picked = as_json(
+        cli(
+            "search",
+            "docker",
+            "--source",
+            "discord",
+            "--source",
+            "telegram",
+            "--db",
+            str(store),
+            "--json",
+        )
+    )
+    assert [hit["session_id"] for hit in picked] == ["other"]
+
+
+def test_search_excludes_sources_filters_roles_and_pages(cli: Run, store: Path) -> None:
+    args = ["--exclude-source", "discord", "--role", "user", "--role", "tool", "--json"]
+    hits = as_json(cli("search", "docker", "--db", str(store), *args))
+    assert sorted((hit["session_id"], hit["role"]) for hit in hits) == [
+        ("child", "user"),
+        ("root", "tool"),
+        ("root", "user"),
+    ]
+    page = as_json(
+        cli("search", "docker", "--db", str(store), *args, "--limit", "2", "--offset", "2")
+    )
+    assert [hit["id"] for hit in page] == [hits[2]["id"]]
+
+
+def test_search_table_turns_markers_into_highlighting(cli: Run, store: Path) -> None:
+    plain = ok(cli("search", "chat-send", "--db", str(store))).stdout
+    assert "chat-send" in plain and "root" in plain and ">>>" not in plain
+    colored = ok(
+        cli("search", "discord", "--db", str(store), env={"NO_COLOR": None, "FORCE_COLOR": "1"})
+    ).stdout
+    assert "\x1b[" in colored and ">>>" not in colored and "<<<" not in colored
+
+
+def test_stats_reports_tokens_by_model_and_top_sessions(cli: Run, store: Path) -> None:
+    report = as_json(cli("stats", "--db", str(store), "--json", "--top", "2"))
+    assert (report["sessions"], report["messages"]) == (5, 7)
+    by_model = {row["model"]: row for row in report["by_model"]}
+    assert by_model["model-a"]["session_count"] == 2
+    assert by_model["model-a"]["total_input"] == 1010
+    assert by_model["model-a"]["total_cost"] == pytest.approx(0.25)
+    assert [row["id"] for row in report["top_sessions"]] == ["root", "child"]
+    text = ok(cli("stats", "--db", str(store))).stdout
+    assert "tokens and cost by model" in text and "$0.2500" in text and "1,500" in text
+
+
+# ----------------------------------------------------------------------
+# export / import
+# ----------------------------------------------------------------------
+def test_export_import_round_trip_into_a_fresh_file(cli: Run, store: Path, tmp_path: Path) -> None:
+    dump, fresh = tmp_path / "all.jsonl", tmp_path / "fresh.db"
+    ok(cli("export", "--db", str(store), "--out", str(dump)))
+    assert stat.S_IMODE(dump.stat().st_mode) == 0o600, "an export holds whole conversations"
+    records = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert len(records) == 5 and sum(len(r["messages"]) for r in records) == 7
+
+    imported = ok(cli("import", str(dump), "--db", str(fresh))).stdout
+    assert "imported 5 session(s), 7 message(s)" in imported
+    assert counts(fresh) == counts(store) == (5, 7)
+    with SessionDB(store) as old, SessionDB(fresh) as new:
+        assert list(new.iter_export()) == records, "every column and message field, ids included"
+        for session_id in ("root", "child", "grandchild", "other", "recent"):
+            assert new.get_messages(session_id) == old.get_messages(session_id)
+        assert new.get_ancestors("grandchild") == old.get_ancestors("grandchild")
+        assert [hit["session_id"] for hit in new.search_messages("chat-send")] == ["root"]
+
+
+def test_import_twice_skips_present_sessions_without_duplicating_messages(
+    cli: Run, store: Path, tmp_path: Path
+) -> None:
+    dump, target = tmp_path / "all.jsonl", tmp_path / "target.db"
+    with SessionDB(store) as db:
+        dump.write_text("".join(json.dumps(record) + "\n" for record in db.iter_export()))
+    ok(cli("import", str(dump), "--db", str(target)))
+    again = ok(cli("import", str(dump), "--db", str(target))).stdout
+    assert "imported 0 session(s), 0 message(s)" in again and "skipped 5" in again
+    assert counts(target) == (5, 7)
+    with SessionDB(target) as db:
+        assert db.get_session("root")["message_count"] == 3
+        assert len(db.search_messages("docker")) == 4
+
+
+def test_export_one_session_or_one_source_to_stdout(cli: Run, store: Path) -> None:
+    one = ok(cli("export", "root", "--db", str(store)))
+    (record,) = [json.loads(line) for line in one.stdout.splitlines()]
+    assert record["id"] == "root" and len(record["messages"]) == 3
+    assert "exported 1 session(s)" in one.stderr
+    cli_only = ok(cli("export", "--source", "cli", "--db", str(store))).stdout.splitlines()
+    assert sorted(json.loads(line)["id"] for line in cli_only) == ["child", "recent", "root"]
+
+
+def test_import_links_children_whose_parent_comes_later_in_the_file(
+    cli: Run, tmp_path: Path
+) -> None:
+    dump, target = tmp_path / "family.jsonl", tmp_path / "family.db"
+    lines = [
+        {"id": "kid", "source": "cli", "started_at": 2.0, "parent_session_id": "mum"},
+        {
+            "id": "mum",
+            "source": "cli",
+            "started_at": 1.0,
+            "title": "Mum",
+            "messages": [{"role": "user", "content": "hello mum", "timestamp": 1.5}],
+        },
+    ]
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ok(cli("import", str(dump), "--db", str(target)))
+    with SessionDB(target) as db:
+        assert db.get_session("kid")["parent_session_id"] == "mum"
+        assert db.get_session("kid")["message_count"] == 0
+        assert [m["content"] for m in db.get_messages("mum")] == ["hello mum"]
+
+
+def test_import_into_a_store_with_the_same_title_keeps_the_other_session(
+    cli: Run, store: Path, tmp_path: Path
+) -> None:
+    dump = tmp_path / "clash.jsonl"
+    dump.write_text(
+        json.dumps(
+            {"id": "newcomer", "source": "cli", "started_at": 3.0, "title": "Fix Docker Build"}
+        )
+        + "\n"
+    )
+    result = ok(cli("import", str(dump), "--db", str(store)))
+    assert "already belongs to session root" in result.stderr
+    with SessionDB(store) as db:
+        assert db.get_session("newcomer")["title"] is None
+        assert db.get_session("root")["title"] == "Fix Docker Build"
+
+
+@pytest.mark.parametrize(
+    ("second_line", "needle"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"id": "x", "source": "cli"}', "started_at is required"),
+        (
+            '{"id": "x", "source": "cli", "started_at": 1, "messages": [{"role": "user"}]}',
+            "timestamp",
+        ),
+    ],
+)
+def test_a_bad_jsonl_line_is_named_and_nothing_is_written(
+    cli: Run, tmp_path: Path, second_line: str, needle: str
+) -> None:
+    dump, target = tmp_path / "bad.jsonl", tmp_path / "target.db"
+    dump.write_text('{"id": "fine", "source": "cli", "started_at": 1}\n' + second_line + "\n")
+    one_error_line(cli("import", str(dump), "--db", str(target)), "line 2", needle)
+    assert not target.exists(), "a file that does not import leaves no store behind"
+
+
+# ----------------------------------------------------------------------
+# cleanup
+# ----------------------------------------------------------------------
+def test_prune_dry_run_lists_and_deletes_nothing(cli: Run, store: Path) -> None:
+    would = as_json(cli("prune", "--older-than", "30", "--dry-run", "--db", str(store), "--json"))
+    assert would["dry_run"] is True
+    assert sorted(row["id"] for row in would["sessions"]) == ["other", "root"]
+    assert counts(store) == (5, 7)
+    text = ok(cli("prune", "--older-than", "30", "--dry-run", "--db", str(store))).stdout
+    assert "would prune 2" in text and "Fix Docker Build" in text
+    assert counts(store) == (5, 7)
+
+
+def test_prune_deletes_old_ended_sessions_and_orphans_children(cli: Run, store: Path) -> None:
+    assert (
+        "pruned 1"
+        in ok(cli("prune", "--older-than", "30", "--source", "discord", "--db", str(store))).stdout
+    )
+    ok(cli("prune", "--older-than", "30", "--db", str(store)))
+    with SessionDB(store) as db:
+        assert [s["id"] for s in db.search_sessions()] == ["recent", "grandchild", "child"]
+        assert db.get_session("child")["parent_session_id"] is None
+
+
+def test_delete_and_title(cli: Run, store: Path) -> None:
+    ok(cli("title", "child", "  Docker\tfollow-up  ", "--db", str(store)))
+    assert "deleted session other" in ok(cli("delete", "other", "--db", str(store))).stdout
+    with SessionDB(store) as db:
+        assert db.get_session_title("child") == "Docker follow-up"
+        assert db.get_session("other") is None and db.message_count() == 6
+
+
+def test_duplicate_or_overlong_title_is_one_red_line(cli: Run, store: Path) -> None:
+    one_error_line(
+        cli("title", "child", "Fix Docker Build", "--db", str(store)), "already in use", "root"
+    )
+    one_error_line(cli("title", "child", "x" * 101, "--db", str(store)), "too long")
+    assert ok(cli("title", "child", "--db", str(store))).stdout.strip() == "Fix Docker Build #2"
+
+
+# ----------------------------------------------------------------------
+# health, demo
+# ----------------------------------------------------------------------
+def test_check_finds_and_repairs_miscounted_sessions(cli: Run, store: Path) -> None:
+    raw = sqlite3.connect(store)
+    raw.execute("UPDATE sessions SET message_count = 99 WHERE id = 'root'")
+    raw.commit()
+    raw.close()
+    broken = cli("check", "--db", str(store))
+    assert broken.returncode == 1 and "1 miscounted session(s)" in broken.stdout
+    assert "99 → 3" in broken.stdout and "integrity: ok" in broken.stdout
+    repaired = as_json(cli("check", "--repair", "--db", str(store), "--json"))
+    assert repaired["ok"] is True and repaired["repaired_counters"] == 1
+    assert [row["id"] for row in repaired["miscounted"]] == ["root"]
+    with SessionDB(store) as db:
+        assert db.get_session("root")["message_count"] == 3
+
+
+def test_check_of_a_healthy_store_exits_0(cli: Run, store: Path) -> None:
+    report = as_json(cli("check", "--db", str(store), "--json"))
+    assert report["ok"] is True and report["miscounted"] == [] and report["fts"] is None
+
+
+def test_demo_writes_and_searches(cli: Run, tmp_path: Path) -> None:
+    path = tmp_path / "demo.db"
+    out = ok(cli("demo", "--db", str(path))).stdout
+    assert "search" in out and "hit(s)" in out
+    assert counts(path) == (2, 5)
+
+
+# ----------------------------------------------------------------------
+# errors: one red line, exit 1, never a traceback, never a stray state.db
+# ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "nope"],
+        ["lineage", "nope"],
+        ["delete", "nope"],
+        ["title", "nope", "A title"],
+        ["export", "nope"],
+    ],
+)
+def test_unknown_id_is_one_line_and_exit_1(cli: Run, store: Path, args: list[str]) -> None:
+    one_error_line(cli(*args, "--db", str(store)), "no session", "nope")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["current"],
+        ["sessions"],
+        ["show", "x"],
+        ["search", "docker"],
+        ["prune", "--older-than", "1"],
+        ["check"],
+    ],
+)
+def test_a_missing_store_is_an_error_and_is_not_created(
+    cli: Run, tmp_path: Path, args: list[str]
+) -> None:
+    path = tmp_path / "missing" / "state.db"
+    one_error_line(cli(*args, "--db", str(path)), "no database", str(path))
+    assert not path.parent.exists()
+
+
+def test_a_missing_import_file_or_non_database_file_is_one_line(cli: Run, tmp_path: Path) -> None:
+    target = tmp_path / "target.db"
+    one_error_line(cli("import", str(tmp_path / "nope.jsonl"), "--db", str(target)), "no such file")
+    assert not target.exists()
+    junk = tmp_path / "junk.db"
+    junk.write_text("this is not sqlite\n" * 100)
+    one_error_line(cli("sessions", "--db", str(junk)), "not a database")
+
+
+def test_usage_errors_exit_2(cli: Run, store: Path) -> None:
+    both = cli("sessions", "--db", str(store), "--url", f"sqlite:///{store}")
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert cli("prune", "--db", str(store)).returncode == 2, "--older-than is required"
+
+
+def test_a_locked_store_past_patience_is_one_line(cli: Run, store: Path) -> None:
+    holder = sqlite3.connect(store, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        result = cli("title", "root", "Renamed", "--db", str(store), "--patience", "0.3")
+        one_error_line(result, "locked")
+        assert time.monotonic() - started < 30
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with SessionDB(store) as db:
+        assert db.get_session_title("root") == "Fix Docker Build"
