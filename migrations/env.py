@@ -3,29 +3,38 @@
 The library passes its own connection (already inside a write transaction)
 through ``config.attributes["connection"]``, as in Alembic's cookbook; the
 command line builds a store engine for the URL from ``-x url=...``,
-``$HERMES_STORE_URL`` or ``$HERMES_HOME/state.db``. Either way the same SQLite
-rules apply (WAL, ``BEGIN IMMEDIATE``, private file), the whole upgrade is
-one transaction, and a file made by the old code is adopted first.
+``sqlalchemy.url``, ``$HERMES_STORE_URL`` or ``$HERMES_HOME/state.db``, in
+that order. Either way the same SQLite rules apply (WAL, ``BEGIN
+IMMEDIATE``, private file), the whole command is one transaction, and a file
+made by the old code is adopted first (:func:`hermes_store.migrate.prepare_database`).
 """
 
 from __future__ import annotations
 
+from logging.config import fileConfig
+
 from alembic import context
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
-from hermes_store.location import resolve_url
-from hermes_store.migrate import adopt_legacy_database
+from hermes_store.engine import create_store_engine
+from hermes_store.location import resolve_url, sqlite_file
+from hermes_store.migrate import prepare_database, sync_schema_version
 from hermes_store.models import Base
-from hermes_store.store import Store
+from hermes_store.private_files import ensure_private_database
 
 config = context.config
 
+# Only the command line configures logging: a library caller owns its own.
+if config.config_file_name is not None and "connection" not in config.attributes:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-def _target_url() -> str | None:
-    return context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
+
+def _target_url() -> URL:
+    explicit = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
         "sqlalchemy.url"
     )
+    return resolve_url(explicit or None)
 
 
 def _run(connection: Connection) -> None:
@@ -36,13 +45,16 @@ def _run(connection: Connection) -> None:
         transactional_ddl=True,
     )
     with context.begin_transaction():
-        adopt_legacy_database(context.get_context(), ScriptDirectory.from_config(config))
+        migration_context = context.get_context()
+        prepare_database(migration_context, ScriptDirectory.from_config(config))
         context.run_migrations()
+        sync_schema_version(migration_context)
 
 
 def run_migrations_offline() -> None:
+    """Emit SQL only; legacy adoption needs a database, so it is not attempted."""
     context.configure(
-        url=resolve_url(_target_url()).render_as_string(hide_password=False),
+        url=_target_url(),
         target_metadata=Base.metadata,
         literal_binds=True,
         render_as_batch=True,
@@ -56,12 +68,17 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    store = Store(_target_url(), migrate=False)
+    url = _target_url()
+    path = sqlite_file(url)
+    if path is not None:
+        # Creates the parent folder and the file itself 0600: it will hold conversations.
+        ensure_private_database(path)
+    engine = create_store_engine(url)
     try:
-        with store.engine.begin() as own_connection:
+        with engine.begin() as own_connection:
             _run(own_connection)
     finally:
-        store.close()
+        engine.dispose()
 
 
 if context.is_offline_mode():

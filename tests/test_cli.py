@@ -186,19 +186,19 @@ def test_upgrade_creates_a_private_store_at_head_and_current_reports_it(
 def test_upgrade_adopts_a_file_of_the_old_code(cli: Run, tmp_path: Path) -> None:
     from hermes_store.migrate import HEAD_REVISION
 
-    from .legacy_files import build_legacy_file
+    from .legacy_schema import SESSIONS, build_legacy_db
 
     path = tmp_path / "legacy.db"
-    build_legacy_file(path, 3)
+    build_legacy_db(path, 3)
     current = ok(cli("current", "--db", str(path))).stdout
     assert "schema version:   3" in current and "alembic revision: none" in current
     upgraded = ok(cli("upgrade", "--db", str(path))).stdout
     assert "upgraded" in upgraded and "schema version 3" in upgraded and HEAD_REVISION in upgraded
     with SessionDB(path) as db:
-        assert db.session_count() == 3 and db.message_count() == 6
-        assert db.get_session("grandchild")["parent_session_id"] == "child"
-        assert db.get_session("root")["title"] == "Legacy root"
-        assert len(db.search_messages("kubernetes")) == 3
+        assert db.session_count() == len(SESSIONS)
+        assert db.get_session("sess_grandchild")["parent_session_id"] == "sess_child"
+        assert db.get_session("sess_root")["title"] == "Fix Docker Build"
+        assert [h["session_id"] for h in db.search_messages("kubernetes")] == ["sess_child"]
 
 
 def test_default_store_is_hermes_home_then_hermes_store_url(

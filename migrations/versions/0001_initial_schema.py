@@ -1,8 +1,11 @@
 """Schema version 1: sessions, messages, the FTS5 index and its three triggers.
 
-The DDL is the old code's, verbatim, so a database built here and one built
-by the old ``sqlite3`` store are the same file. The FTS5 table and triggers
-are raw SQL: Alembic has no notion of virtual tables.
+The DDL is the old code's at version 1, verbatim (``schema_version`` without
+a primary key, as the old code made it), so a database built here and one
+built by the old ``sqlite3`` store are the same file, and the later revisions
+apply to both alike. Raw SQL rather than ``op.create_table``: Alembic has no
+notion of FTS5 virtual tables, and SQLAlchemy would spell types and
+constraints differently from the documented DDL.
 
 Revision ID: 0001
 Revises:
@@ -106,7 +109,9 @@ def upgrade() -> None:
         op.execute(FTS_TABLE)
         for trigger in FTS_TRIGGERS:
             op.execute(trigger)
-    # Other dialects get their search index in a dialect-specific step (none yet).
+    # FTS5 and its triggers exist only in SQLite. Other dialects skip them for
+    # now; the PostgreSQL branch will bring its own search index (and its own
+    # table DDL: AUTOINCREMENT above is SQLite's spelling).
     set_schema_version(1)
 
 

@@ -7,6 +7,7 @@ Revises: 0002
 from __future__ import annotations
 
 import sqlalchemy as sa
+from alembic import op
 
 from hermes_store.migration_ops import add_missing_columns, drop_columns, set_schema_version
 
@@ -22,5 +23,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # SQLite refuses to drop an indexed column; 0004's downgrade normally took
+    # the index already, but a stamped file may still carry it.
+    op.execute("DROP INDEX IF EXISTS idx_sessions_title_unique")
     drop_columns("sessions", "title")
     set_schema_version(2)
