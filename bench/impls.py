@@ -1,0 +1,49 @@
+"""The two implementations behind one small interface the workloads call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class Impl:
+    name: str
+
+    def open(self, path: Path) -> Any:
+        raise NotImplementedError
+
+    def append_turn(self, db: Any, session_id: str, turn: Sequence[Mapping[str, Any]]) -> None:
+        raise NotImplementedError
+
+
+class Plain(Impl):
+    """The old design: every message its own BEGIN IMMEDIATE ... COMMIT."""
+
+    name = "plain"
+
+    def open(self, path: Path) -> Any:
+        from .plain import PlainSessionDB
+
+        return PlainSessionDB(path)
+
+    def append_turn(self, db: Any, session_id: str, turn: Sequence[Mapping[str, Any]]) -> None:
+        for message in turn:
+            db.append_message(session_id, **message)
+
+
+class StoreImpl(Impl):
+    """hermes_store.SessionDB; a turn is one unit of work (append_messages)."""
+
+    name = "store"
+
+    def open(self, path: Path) -> Any:
+        from hermes_store import SessionDB
+
+        return SessionDB(path)
+
+    def append_turn(self, db: Any, session_id: str, turn: Sequence[Mapping[str, Any]]) -> None:
+        db.append_messages(session_id, turn)
+
+
+IMPLS: dict[str, Impl] = {"plain": Plain(), "store": StoreImpl()}

@@ -1,0 +1,126 @@
+"""One writer process of the contention workload.
+
+``python -m bench.writer IMPL DB SESSION_ID N SEED``: opens the database,
+prints ``ready``, waits for a line on stdin, then appends N messages (one
+commit each) to its session and prints one JSON line: its monotonic start and
+end (the clock is system-wide on Linux, so the parent can compare them across
+processes), how many appends failed, and the plain baseline's retry count.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .corpus import sample_turns
+from .impls import IMPLS
+
+
+class _LockClock:
+    """Times how long each append holds the write lock (BEGIN IMMEDIATE done -> call returned).
+
+    Only with ``BENCH_HOLD=1`` (``python -m bench.profile writers``): hooks the
+    store's engine events, or wraps the baseline's connection; a few
+    perf_counter calls per append.
+    """
+
+    def __init__(self) -> None:
+        self.locked_at = 0.0
+        self.holds: list[float] = []
+
+    def got_lock(self, *_args: object) -> None:
+        self.locked_at = time.perf_counter()
+
+    def released(self) -> None:
+        if self.locked_at:
+            self.holds.append(time.perf_counter() - self.locked_at)
+            self.locked_at = 0.0
+
+    def install(self, impl_name: str, db: object) -> None:
+        if impl_name == "store":
+            from sqlalchemy import event
+
+            # Registered after the store's own "begin" listener, so it runs once
+            # BEGIN IMMEDIATE has returned, i.e. with the lock held.
+            event.listen(db.store.engine, "begin", self.got_lock)  # type: ignore[attr-defined]
+        else:
+            clock = self
+
+            class Timed:
+                def __init__(self, inner: object) -> None:
+                    self._inner = inner
+
+                def execute(self, sql: str, *args: object) -> object:
+                    result = self._inner.execute(sql, *args)  # type: ignore[attr-defined]
+                    if sql == "BEGIN IMMEDIATE":
+                        clock.got_lock()
+                    return result
+
+                def __getattr__(self, name: str) -> object:
+                    return getattr(self._inner, name)
+
+            db._conn = Timed(db._conn)  # type: ignore[attr-defined]
+
+    def summary(self) -> dict[str, float]:
+        holds = sorted(self.holds)
+        if not holds:
+            return {}
+        return {
+            "hold_ms_median": round(1000 * holds[len(holds) // 2], 3),
+            "hold_ms_p90": round(1000 * holds[int(len(holds) * 0.9)], 3),
+            "hold_ms_sum": round(1000 * sum(holds), 1),
+        }
+
+
+def main(argv: list[str]) -> int:
+    impl_name, db_path, session_id, count, seed = argv
+    impl = IMPLS[impl_name]
+    if os.environ.get("BENCH_TRY_FIX"):
+        from .proposals import apply_from_env
+
+        apply_from_env(impl_name)
+    messages = [m for turn in sample_turns(8, seed=int(seed)) for m in turn]
+    db = impl.open(Path(db_path))
+    clock = _LockClock() if os.environ.get("BENCH_HOLD") else None
+    if clock is not None:
+        clock.install(impl_name, db)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    profile_dir = os.environ.get("BENCH_PROFILE_DIR")  # set by python -m bench.profile
+    profiler = cProfile.Profile() if profile_dir else None
+    if profiler is not None:
+        profiler.enable()
+    errors = 0
+    first_error = None
+    started = time.monotonic()
+    for index in range(int(count)):
+        try:
+            db.append_message(session_id, **messages[index % len(messages)])
+        except Exception as error:  # counted, reported, never fatal
+            errors += 1
+            first_error = first_error or f"{type(error).__name__}: {error}"
+        if clock is not None:
+            clock.released()
+    ended = time.monotonic()
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(os.path.join(profile_dir, f"writer-{impl_name}-{session_id}.prof"))
+    db.close()
+    result = {
+        "t0": started,
+        "t1": ended,
+        "errors": errors,
+        "first_error": first_error,
+        "retries": getattr(db, "retries", None),
+        **(clock.summary() if clock is not None else {}),
+    }
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
