@@ -12,20 +12,28 @@ from sqlalchemy.sql.elements import TextClause
 
 CONTEXT_CHARS = 200
 
+# Neighbours in the session's own order (timestamp, id), found through
+# idx_messages_session: "the previous message" needs no sort of the session.
 _CONTEXT = text(
     f"""
     SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
         SELECT * FROM (
-            SELECT id, role, content FROM messages
-            WHERE session_id = :p_session AND id < :p_id ORDER BY id DESC LIMIT 1)
+            SELECT m.id, m.role, m.content, m.timestamp FROM messages m
+            JOIN messages hit ON hit.id = :p_id
+            WHERE m.session_id = :p_session AND m.timestamp <= hit.timestamp
+              AND (m.timestamp < hit.timestamp OR m.id < hit.id)
+            ORDER BY m.timestamp DESC, m.id DESC LIMIT 1)
         UNION ALL
-        SELECT id, role, content FROM messages WHERE id = :p_id
+        SELECT id, role, content, timestamp FROM messages WHERE id = :p_id
         UNION ALL
         SELECT * FROM (
-            SELECT id, role, content FROM messages
-            WHERE session_id = :p_session AND id > :p_id ORDER BY id LIMIT 1)
+            SELECT m.id, m.role, m.content, m.timestamp FROM messages m
+            JOIN messages hit ON hit.id = :p_id
+            WHERE m.session_id = :p_session AND m.timestamp >= hit.timestamp
+              AND (m.timestamp > hit.timestamp OR m.id > hit.id)
+            ORDER BY m.timestamp, m.id LIMIT 1)
     ) AS neighbourhood
-    ORDER BY id
+    ORDER BY timestamp, id
     """
 )
 
