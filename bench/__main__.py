@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "--try-fix",
         metavar="NAMES",
         help="monkeypatch proposed store fixes first (bench/proposals.py): "
-        "indexed_context,fast_rows,driver_append,sticky_connection,cheap_open",
+        "fast_rows,driver_append,sticky_connection,cheap_open",
     )
     args = parser.parse_args(argv)
     sizes = W.QUICK if args.quick else W.DEFAULT

@@ -16,37 +16,6 @@ from typing import Any
 
 ENV = "BENCH_TRY_FIX"
 
-CONTEXT_SQL = """
-    SELECT role, COALESCE(SUBSTR(content, 1, 200), '') AS content FROM (
-        SELECT * FROM (
-            SELECT m.id, m.role, m.content, m.timestamp FROM messages m
-            JOIN messages h ON h.id = :p_id
-            WHERE m.session_id = :p_session AND m.timestamp <= h.timestamp
-              AND (m.timestamp < h.timestamp OR m.id < h.id)
-            ORDER BY m.timestamp DESC, m.id DESC LIMIT 1)
-        UNION ALL
-        SELECT id, role, content, timestamp FROM messages WHERE id = :p_id
-        UNION ALL
-        SELECT * FROM (
-            SELECT m.id, m.role, m.content, m.timestamp FROM messages m
-            JOIN messages h ON h.id = :p_id
-            WHERE m.session_id = :p_session AND m.timestamp >= h.timestamp
-              AND (m.timestamp > h.timestamp OR m.id > h.id)
-            ORDER BY m.timestamp, m.id LIMIT 1)
-    ) AS neighbourhood
-    ORDER BY timestamp, id
-"""
-
-
-def indexed_context() -> None:
-    """search.context: neighbours found through idx_messages_session (session_id, timestamp)
-    instead of sorting the whole session by id for each hit."""
-    from sqlalchemy import text
-
-    import hermes_store.repositories.search as search
-
-    search._CONTEXT = text(CONTEXT_SQL)
-
 
 def fast_rows() -> None:
     """messages.for_session: fetchall() + dict(zip(keys, row)) instead of dict(RowMapping)
@@ -185,7 +154,6 @@ def cheap_open() -> None:
 
 
 PROPOSALS: dict[str, Callable[[], None]] = {
-    "indexed_context": indexed_context,
     "fast_rows": fast_rows,
     "driver_append": driver_append,
     "sticky_connection": sticky_connection,
