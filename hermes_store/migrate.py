@@ -154,10 +154,6 @@ def prepare_database(context: MigrationContext, script: ScriptDirectory) -> str 
     return legacy
 
 
-# Kept under its first name: the adoption step is what callers know it as.
-adopt_legacy_database = prepare_database
-
-
 def sync_schema_version(context: MigrationContext) -> None:
     """Make ``schema_version`` agree with the Alembic revision after a command.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select
@@ -36,7 +36,6 @@ _CONVERSATION = (
 _DELETE_FOR_SESSION = delete(M).where(M.c.session_id == bindparam("p_id"))
 _COUNT_ALL = select(func.count()).select_from(M)
 _COUNT_SESSION = select(func.count()).select_from(M).where(M.c.session_id == bindparam("p_id"))
-_ALL_IN_ORDER = select(M).order_by(M.c.session_id, M.c.timestamp, M.c.id)
 
 
 class MessageRepository:
@@ -70,11 +69,3 @@ class MessageRepository:
         if session_id is None:
             return int(self._c.execute(_COUNT_ALL).scalar_one())
         return int(self._c.execute(_COUNT_SESSION, {"p_id": session_id}).scalar_one())
-
-    def stream_all(self, batch_size: int = 1000) -> Iterator[dict[str, Any]]:
-        """Every message, session by session, without holding them all in memory."""
-        result = self._c.execution_options(stream_results=True, yield_per=batch_size).execute(
-            _ALL_IN_ORDER
-        )
-        for row in result.mappings():
-            yield dict(row)
