@@ -11,7 +11,8 @@ The rules come from the design document and from field reports:
   A locked database is retried with random jitter (20-150 ms) until a time
   budget runs out -- jitter breaks the convoy of writers retrying in step;
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
-  never blocks, so the ``-wal`` file does not grow without bound.
+  never blocks, so the ``-wal`` file does not grow without bound (run by the
+  unit of work right after its commit, see :func:`run_due_checkpoint`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ PATIENCE_OPTION = "hermes_patience"
 """Execution option: seconds this transaction may wait for the write lock."""
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_CHECKPOINT_DUE = "hermes_checkpoint_due"
 
 
 @dataclass(frozen=True)
@@ -129,23 +131,33 @@ def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: st
             connection.info["hermes_writing"] = False
             dbapi_connection.execute("BEGIN")
             return
-        patience = options.get(PATIENCE_OPTION, policy.patience_s)
+        patience = options.get(PATIENCE_OPTION)
+        if patience is None:
+            patience = policy.patience_s
         _begin_immediate(dbapi_connection, policy, float(patience), database)
         connection.info["hermes_writing"] = True
 
     @event.listens_for(engine, "commit")
     def _on_commit(connection: Connection) -> None:
+        # Fires before the COMMIT itself: the checkpoint waits for run_due_checkpoint.
         if connection.info.pop("hermes_writing", False) and clock.tick():
-            connection.info["hermes_checkpoint_due"] = True
+            connection.info[_CHECKPOINT_DUE] = True
 
     @event.listens_for(engine, "rollback")
     def _on_rollback(connection: Connection) -> None:
         connection.info.pop("hermes_writing", None)
 
-    @event.listens_for(engine, "checkin")
-    def _on_checkin(dbapi_connection: sqlite3.Connection, record: Any) -> None:
-        if record.info.pop("hermes_checkpoint_due", False):
-            dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+def run_due_checkpoint(connection: Connection) -> None:
+    """After a commit: the PASSIVE checkpoint, if this commit was the Nth write.
+
+    Called by the unit of work once its transaction has committed (a
+    checkpoint inside the transaction could not copy its pages). PASSIVE
+    never waits for readers or writers; on other backends nothing is ever due.
+    """
+    if connection.info.pop(_CHECKPOINT_DUE, False):
+        dbapi_connection = connection.connection.driver_connection
+        dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _begin_immediate(

@@ -501,8 +501,7 @@ class SessionDB:
 
     def _export_rows(self, source: str | None) -> Iterator[dict[str, Any]]:
         with self._store.read() as uow:
-            sessions = uow.sessions.list(source, -1, 0)
-            for session in sessions:
+            for session in uow.sessions.all(source):
                 messages = uow.messages.for_session(session["id"])
                 yield {**session, "messages": [_decoded(m) for m in messages]}
 

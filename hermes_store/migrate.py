@@ -24,42 +24,36 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
-from .engine import READ_OPTION
 from .errors import SchemaError
+from .schema_state import (
+    HEAD_REVISION,
+    HEAD_SCHEMA_VERSION,
+    check_known,
+    is_current,
+    read_state,
+    revision_for_version,
+    version_for_revision,
+)
 
-HEAD_SCHEMA_VERSION = 7
-HEAD_REVISION = "0007"
+__all__ = [
+    "HEAD_REVISION",
+    "HEAD_SCHEMA_VERSION",
+    "alembic_config",
+    "check_known",
+    "downgrade",
+    "is_current",
+    "prepare_database",
+    "read_state",
+    "revision_for_version",
+    "script_location",
+    "stamp",
+    "sync_schema_version",
+    "upgrade",
+    "upgrade_to_head",
+    "version_for_revision",
+]
 
 _MIGRATIONS_PACKAGE = "hermes_store._migrations"
-
-
-def revision_for_version(version: int) -> str:
-    """The revision whose upgrade leaves ``schema_version`` at ``version``.
-
-    Raises :class:`SchemaError` for a version this package does not know: a
-    larger one means a newer program wrote the file, and guessing would risk
-    its data.
-    """
-    if version < 1:
-        raise SchemaError(f"schema_version {version} is not a schema version (they start at 1)")
-    if version > HEAD_SCHEMA_VERSION:
-        raise SchemaError(
-            f"schema_version {version} is not one this hermes_store knows "
-            f"(1..{HEAD_SCHEMA_VERSION}); the database was written by a newer "
-            "version of the program: upgrade hermes_store instead of the database"
-        )
-    return f"{version:04d}"
-
-
-def version_for_revision(revision: str) -> int:
-    """The ``schema_version`` a database at ``revision`` holds."""
-    if len(revision) == 4 and revision.isdigit() and 1 <= int(revision) <= HEAD_SCHEMA_VERSION:
-        return int(revision)
-    raise SchemaError(
-        f"alembic revision {revision!r} is not one this hermes_store knows "
-        f"(0001..{HEAD_REVISION}); the database was migrated by a newer version "
-        "of the program: upgrade hermes_store instead of the database"
-    )
 
 
 def script_location() -> str:
@@ -97,31 +91,6 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
     if connection is not None:
         config.attributes["connection"] = connection
     return config
-
-
-def read_state(connection: Connection) -> tuple[int | None, str | None]:
-    """(``schema_version``, Alembic revision) as stored; None where absent.
-
-    Only reads, so it can run on a ``hermes_read`` connection without taking
-    the write lock.
-    """
-    tables = set(inspect(connection).get_table_names())
-    version = None
-    if "schema_version" in tables:
-        raw = connection.execute(text("SELECT MAX(version) FROM schema_version")).scalar()
-        version = None if raw is None else int(raw)
-    revision = None
-    if "alembic_version" in tables:
-        revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    return version, revision
-
-
-def check_known(version: int | None, revision: str | None) -> None:
-    """Refuse a database written by a newer program, before anything touches it."""
-    if version is not None and version > HEAD_SCHEMA_VERSION:
-        revision_for_version(version)
-    if revision is not None:
-        version_for_revision(revision)
 
 
 def prepare_database(context: MigrationContext, script: ScriptDirectory) -> str | None:
@@ -183,18 +152,6 @@ def set_schema_version(connection: Connection, version: int) -> None:
     updated = connection.execute(text("UPDATE schema_version SET version = :v"), {"v": version})
     if updated.rowcount == 0:
         connection.execute(text("INSERT INTO schema_version (version) VALUES (:v)"), {"v": version})
-
-
-def is_current(engine: Engine) -> bool:
-    """True when the database is at head; raises SchemaError if it is newer.
-
-    A read-only transaction: deciding that nothing is to be done must neither
-    write nor wait for a writer.
-    """
-    with engine.connect().execution_options(**{READ_OPTION: True}) as connection:
-        version, revision = read_state(connection)
-    check_known(version, revision)
-    return (version, revision) == (HEAD_SCHEMA_VERSION, HEAD_REVISION)
 
 
 def upgrade_to_head(engine: Engine) -> None:

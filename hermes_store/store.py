@@ -2,20 +2,38 @@
 
 This is the object agent services receive by injection (it satisfies
 :class:`~hermes_store.uow.UnitOfWorkFactory`); there is no module-level
-engine, so two stores on two files in one process never share state.
+engine that code reaches for, so two stores on two files in one process never
+share state. Stores on the *same* database and policy in one process do share
+one engine (see :func:`_engine_for`): opening the store again -- a CLI command,
+a worktree agent, a test -- then costs a connect and one read, not a new
+engine with cold statement caches.
 """
 
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy.engine import URL, Engine
 
+from .connections import ThreadConnections
 from .engine import ContentionPolicy, create_store_engine
 from .location import resolve_url, sqlite_file
 from .private_files import ensure_private_database
+from .schema_state import is_current_on
 from .uow import UnitOfWork
+
+
+@lru_cache(maxsize=16)
+def _engine_for(url: URL, policy: ContentionPolicy) -> Engine:
+    """One engine per (database, policy) per process, reused across open and close.
+
+    ``Store.close`` disposes the engine's pool, which closes its connections
+    (so the file is free for others) but keeps the engine, its event rules and
+    its compiled-statement cache for the next store on the same database.
+    """
+    return create_store_engine(url, policy)
 
 
 class Store:
@@ -33,21 +51,36 @@ class Store:
         if self.path is not None:
             ensure_private_database(self.path)
         self.policy = policy or ContentionPolicy()
-        self.engine: Engine = create_store_engine(self.url, self.policy)
+        self.engine: Engine = _engine_for(self.url, self.policy)
+        self._connections = ThreadConnections(self.engine)
         if migrate:
-            from .migrate import upgrade_to_head
+            self._bring_to_head()
 
-            upgrade_to_head(self.engine)
+    def _bring_to_head(self) -> None:
+        """Migrate only when the file is not current; the check is one read.
+
+        The read runs on this thread's kept connection, which the caller's
+        first unit of work then reuses. Alembic is imported only when there
+        is something to migrate.
+        """
+        with self.read() as uow:
+            current = is_current_on(uow.connection)
+        if not current:
+            from .migrate import upgrade
+
+            upgrade(self.engine, "head")
 
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""
-        return UnitOfWork(self.engine, write=False)
+        return UnitOfWork(self._connections, write=False)
 
     def write(self, *, patience_s: float | None = None) -> UnitOfWork:
         """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
-        return UnitOfWork(self.engine, write=True, patience_s=patience_s)
+        return UnitOfWork(self._connections, write=True, patience_s=patience_s)
 
     def close(self) -> None:
+        """Close every connection; a unit of work opened afterwards reconnects."""
+        self._connections.close_all()
         self.engine.dispose()
 
     def __enter__(self) -> Store:

@@ -21,9 +21,10 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Protocol
 
-from sqlalchemy.engine import Connection, Engine, RootTransaction
+from sqlalchemy.engine import Connection, RootTransaction
 
-from .engine import PATIENCE_OPTION, READ_OPTION
+from .connections import ThreadConnections
+from .engine import PATIENCE_OPTION, READ_OPTION, run_due_checkpoint
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 
 
@@ -34,11 +35,13 @@ class UnitOfWork:
     messages: MessageRepository
     search: SearchRepository
 
-    def __init__(self, engine: Engine, *, write: bool, patience_s: float | None = None) -> None:
-        self._engine = engine
-        self._write = write
-        self._patience_s = patience_s
+    def __init__(
+        self, connections: ThreadConnections, *, write: bool, patience_s: float | None = None
+    ) -> None:
+        self._connections = connections
+        self._options = {READ_OPTION: not write, PATIENCE_OPTION: patience_s}
         self._connection: Connection | None = None
+        self._kept = False
         self._transaction: RootTransaction | None = None
 
     @property
@@ -49,14 +52,14 @@ class UnitOfWork:
         return self._connection
 
     def __enter__(self) -> UnitOfWork:
-        options: dict[str, object] = {READ_OPTION: not self._write}
-        if self._patience_s is not None:
-            options[PATIENCE_OPTION] = self._patience_s
-        connection = self._engine.connect().execution_options(**options)
+        connection, self._kept = self._connections.acquire()
         try:
+            # Both options are set every time: a kept connection still carries
+            # the previous unit's (execution_options changes it in place).
+            connection.execution_options(**self._options)
             self._transaction = connection.begin()
         except BaseException:
-            connection.close()
+            self._connections.release(connection, self._kept)
             raise
         self._connection = connection
         self.sessions = SessionRepository(connection)
@@ -77,12 +80,14 @@ class UnitOfWork:
                 self.rollback()
         finally:
             if self._connection is not None:
-                self._connection.close()
+                self._connections.release(self._connection, self._kept)
             self._connection = None
 
     def commit(self) -> None:
         if self._transaction is not None and self._transaction.is_active:
             self._transaction.commit()
+            if self._connection is not None:
+                run_due_checkpoint(self._connection)
         self._transaction = None
 
     def rollback(self) -> None:

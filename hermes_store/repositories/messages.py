@@ -1,24 +1,33 @@
-"""Messages: append, read back in order, clear; JSON fields stay text here."""
+"""Messages: append, read back in order, clear; JSON fields stay text here.
+
+Append and read-back are the agent's hot paths, so their statements are
+:class:`~hermes_store.prepared.Prepared`: compiled once, run on the driver.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select
 from sqlalchemy.engine import Connection
 
 from ..models import messages_table
+from ..prepared import Prepared
 
 M = messages_table
 
 MESSAGE_FIELDS = tuple(column.name for column in M.columns if column.name != "id")
 """Every column a caller supplies; ``add`` expects all of them (None where absent)."""
 
-_INSERT = insert(M)
-_INSERT_RETURNING = insert(M).returning(M.c.id, sort_by_parameter_order=True)
-_FOR_SESSION = select(M).where(M.c.session_id == bindparam("p_id")).order_by(M.c.timestamp, M.c.id)
-_CONVERSATION = (
+_INSERT = Prepared(insert(M).returning(M.c.id), column_keys=MESSAGE_FIELDS)
+# Imports and copies keep the ids they bring (search hits and exports name them).
+_INSERT_WITH_ID = Prepared(insert(M).returning(M.c.id), column_keys=("id", *MESSAGE_FIELDS))
+_IN_SESSION_ORDER = (M.c.timestamp, M.c.id)
+_FOR_SESSION = Prepared(
+    select(M).where(M.c.session_id == bindparam("p_id")).order_by(*_IN_SESSION_ORDER)
+)
+_CONVERSATION = Prepared(
     select(
         M.c.role,
         M.c.content,
@@ -31,7 +40,7 @@ _CONVERSATION = (
         M.c.codex_reasoning_items,
     )
     .where(M.c.session_id == bindparam("p_id"))
-    .order_by(M.c.timestamp, M.c.id)
+    .order_by(*_IN_SESSION_ORDER)
 )
 _DELETE_FOR_SESSION = delete(M).where(M.c.session_id == bindparam("p_id"))
 _COUNT_ALL = select(func.count()).select_from(M)
@@ -45,22 +54,28 @@ class MessageRepository:
         self._c = connection
 
     def add(self, row: dict[str, Any]) -> int:
-        result = self._c.execute(_INSERT, row)
-        (message_id,) = result.inserted_primary_key
-        return int(message_id)
+        """Insert one row; its ``id`` if it carries one, else the next free id."""
+        statement = _INSERT_WITH_ID if row.get("id") is not None else _INSERT
+        return int(statement.scalar(self._c, row))
 
     def add_many(self, rows: Sequence[dict[str, Any]]) -> list[int]:
-        """Insert rows in one round of executemany and return their ids in order."""
-        if not rows:
-            return []
-        return [int(i) for i in self._c.execute(_INSERT_RETURNING, list(rows)).scalars()]
+        """Insert rows in order and return their ids in order.
+
+        One prepared INSERT per row: inside the unit's single transaction that
+        is as fast as a multi-row statement (the FTS triggers run per row
+        either way), and the ids need no sorting or guessing.
+        """
+        return [self.add(row) for row in rows]
 
     def for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._c.execute(_FOR_SESSION, {"p_id": session_id}).mappings()]
+        return _FOR_SESSION.dicts(self._c, {"p_id": session_id})
+
+    def iter_for_session(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """The session's messages in order, fetched in batches (for exports)."""
+        return _FOR_SESSION.iter_dicts(self._c, {"p_id": session_id})
 
     def conversation_rows(self, session_id: str) -> list[dict[str, Any]]:
-        rows = self._c.execute(_CONVERSATION, {"p_id": session_id}).mappings()
-        return [dict(r) for r in rows]
+        return _CONVERSATION.dicts(self._c, {"p_id": session_id})
 
     def delete_for_session(self, session_id: str) -> int:
         return self._c.execute(_DELETE_FOR_SESSION, {"p_id": session_id}).rowcount

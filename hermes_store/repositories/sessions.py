@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
 from ..models import messages_table, sessions_table
+from ..prepared import Prepared
 
 S = sessions_table
 M = messages_table
@@ -53,15 +54,17 @@ def _add_if_given(name: str) -> Any:
 
 
 _INSERT = insert(S)
-_GET = select(S).where(S.c.id == _p("id"))
-_EXISTS = select(S.c.id).where(S.c.id == _p("id"))
+_GET = Prepared(select(S).where(S.c.id == _p("id")))
+_EXISTS = Prepared(select(S.c.id).where(S.c.id == _p("id")))
 _END = _by_id().values(ended_at=_p("at"), end_reason=_p("reason"))
 _REOPEN = _by_id().values(ended_at=None, end_reason=None)
 _SET_PROMPT = _by_id().values(system_prompt=_p("prompt"))
 _SET_TITLE = _by_id().values(title=_p("title"))
-_BUMP_COUNTERS = _by_id().values(
-    message_count=func.coalesce(S.c.message_count, 0) + _p("messages"),
-    tool_call_count=func.coalesce(S.c.tool_call_count, 0) + _p("tool_calls"),
+_BUMP_COUNTERS = Prepared(
+    _by_id().values(
+        message_count=func.coalesce(S.c.message_count, 0) + _p("messages"),
+        tool_call_count=func.coalesce(S.c.tool_call_count, 0) + _p("tool_calls"),
+    )
 )
 _SET_COUNTERS = _by_id().values(message_count=_p("messages"), tool_call_count=_p("tool_calls"))
 _ADD_USAGE = _by_id().values(
@@ -160,6 +163,16 @@ _LIST = _sourced(
     LIMIT :p_limit OFFSET :p_offset
     """
 )
+# Every session newest first like the listing, without a page (LIMIT -1 is SQLite's).
+_ALL = Prepared(
+    _sourced(
+        """
+        SELECT * FROM sessions
+        WHERE (:p_source IS NULL OR source = :p_source)
+        ORDER BY started_at DESC
+        """
+    )
+)
 _COUNT = _sourced("SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)")
 
 # Prune: ended sessions started before the cutoff, optionally of one source.
@@ -188,11 +201,10 @@ class SessionRepository:
         self._c.execute(_INSERT, values)
 
     def get(self, session_id: str) -> dict[str, Any] | None:
-        row = self._c.execute(_GET, {"p_id": session_id}).mappings().first()
-        return dict(row) if row is not None else None
+        return _GET.first(self._c, {"p_id": session_id})
 
     def exists(self, session_id: str) -> bool:
-        return self._c.execute(_EXISTS, {"p_id": session_id}).first() is not None
+        return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
 
     def end(self, session_id: str, ended_at: float, end_reason: str | None) -> bool:
         return self._changed(_END, {"p_id": session_id, "p_at": ended_at, "p_reason": end_reason})
@@ -221,8 +233,9 @@ class SessionRepository:
 
     # -- counters --------------------------------------------------------
     def bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
+        """Add to the counters in one atomic UPDATE; False if the session is unknown."""
         params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
-        return self._changed(_BUMP_COUNTERS, params)
+        return _BUMP_COUNTERS.rowcount(self._c, params) > 0
 
     def set_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
         params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
@@ -274,6 +287,10 @@ class SessionRepository:
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
         return self._rows(_LIST, params)
+
+    def all(self, source: str | None) -> list[dict[str, Any]]:
+        """Every session (of one source, or all), newest first, unpaged: for exports."""
+        return _ALL.dicts(self._c, {"p_source": source})
 
     def count(self, source: str | None = None) -> int:
         return int(self._c.execute(_COUNT, {"p_source": source}).scalar_one())

@@ -1,0 +1,81 @@
+"""One reusable connection per thread, so a unit of work costs a BEGIN, not a pool round.
+
+Checking a connection out of SQLAlchemy's pool and back in (with its
+reset-on-return rollback) costs more than an append's SQL on a local file.
+An agent thread opens unit after unit on the same store, so each thread keeps
+one :class:`~sqlalchemy.engine.Connection` between units. A connection is only
+ever used by the thread that made it, and only ever runs one unit at a time:
+a unit opened while the thread's connection is busy -- a write inside a
+streaming export, say -- gets a spare connection from the pool, closed again
+when that unit ends. Between units the kept connection holds no transaction,
+so it pins no WAL snapshot and blocks no checkpoint. When the thread ends,
+its connection goes back to the pool (a thread-per-request server does not
+pile them up).
+
+A child process must not use a connection its parent opened (SQLite forbids
+carrying one across ``fork``), so a connection made in another process is
+forgotten, not reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+
+class _Kept:
+    """A thread's connection; returned to the pool when the thread's locals die."""
+
+    __slots__ = ("__weakref__", "connection", "pid")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        if self.pid == os.getpid() and not self.connection.closed:
+            with contextlib.suppress(SQLAlchemyError):
+                self.connection.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class ThreadConnections:
+    """Hands each thread its kept connection, or a spare one while that is busy."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._local = threading.local()
+        self._kept: weakref.WeakSet[_Kept] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> tuple[Connection, bool]:
+        """(connection, kept): give it back with :meth:`release` and the same flag."""
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
+            if not kept.connection.in_transaction():
+                return kept.connection, True
+            return self._engine.connect(), False  # the thread's own is busy: a spare
+        kept = _Kept(self._engine.connect())
+        self._local.kept = kept
+        with self._lock:
+            self._kept.add(kept)
+        return kept.connection, True
+
+    @staticmethod
+    def release(connection: Connection, kept: bool) -> None:
+        if not kept:
+            connection.close()
+
+    def close_all(self) -> None:
+        """Return every kept connection to the pool (when no unit of work is running)."""
+        with self._lock:
+            kept = list(self._kept)
+        for holder in kept:
+            holder.close()

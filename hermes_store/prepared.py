@@ -1,0 +1,138 @@
+"""Hot-path statements: compiled once per process, run straight on the sqlite3 connection.
+
+An agent appends a message, bumps a counter or reads a session many times a
+second, and on an embedded SQLite file the database work for such a call is a
+few tens of microseconds. SQLAlchemy's ``Connection.execute`` adds a cache-key
+walk, an execution context and a result object to every call, which is more
+than the work itself. A :class:`Prepared` statement is still built with Core
+(one definition of the SQL, checked against the models), but it is compiled
+once per process and, on SQLite, executed directly on the DBAPI connection of
+the unit of work -- inside the same transaction, so ``BEGIN IMMEDIATE``, the
+retry budget and rollback on error behave exactly as for any other statement.
+The sqlite3 module keeps its own prepared-statement cache per connection, so
+repeated calls skip SQLite's parser as well.
+
+Other dialects (PostgreSQL) go through ``Connection.execute`` unchanged: a
+network round trip dwarfs the Python overhead there, and SQLAlchemy's type
+handling for psycopg is worth keeping. Driver errors are re-raised as
+SQLAlchemy's exception classes either way, so callers catch one family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Executable
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.elements import ClauseElement
+
+
+@dataclass(frozen=True)
+class _SqliteForm:
+    """The statement as sqlite3 takes it: qmark SQL and how to order the parameters."""
+
+    sql: str
+    names: tuple[str, ...]
+    processors: tuple[Any, ...]  # per position: a bind processor or None
+    fixed: dict[str, Any]  # values the statement carries itself (the 0 of a COALESCE)
+
+
+class Prepared:
+    """One Core statement, compiled on first use, executed with the least overhead.
+
+    ``column_keys`` fixes the columns of an INSERT whose VALUES come from the
+    parameters (every call then supplies all of them, None where absent).
+    """
+
+    __slots__ = ("_column_keys", "_sqlite", "statement")
+
+    def __init__(self, statement: Executable, column_keys: Sequence[str] | None = None) -> None:
+        self.statement = statement
+        self._column_keys = list(column_keys) if column_keys is not None else None
+        self._sqlite: _SqliteForm | None = None
+
+    # -- execution -------------------------------------------------------
+    def rows(self, connection: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """All result rows as tuples, in the statement's column order."""
+        if connection.dialect.name != "sqlite":
+            return [tuple(row) for row in connection.execute(self.statement, dict(params))]
+        return self._run_sqlite(connection, params).fetchall()
+
+    def dicts(self, connection: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """All result rows as plain dicts keyed by column name."""
+        if connection.dialect.name != "sqlite":
+            result = connection.execute(self.statement, dict(params)).mappings()
+            return [dict(row) for row in result]
+        cursor = self._run_sqlite(connection, params)
+        keys = [column[0] for column in cursor.description]
+        return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
+
+    def iter_dicts(
+        self, connection: Connection, params: Mapping[str, Any]
+    ) -> Iterator[dict[str, Any]]:
+        """Like :meth:`dicts`, fetched in batches so a large result never sits in memory."""
+        if connection.dialect.name != "sqlite":
+            result = connection.execution_options(yield_per=500).execute(
+                self.statement, dict(params)
+            )
+            for row in result.mappings():
+                yield dict(row)
+            return
+        cursor = self._run_sqlite(connection, params)
+        keys = [column[0] for column in cursor.description]
+        while batch := cursor.fetchmany(500):
+            for row in batch:
+                yield dict(zip(keys, row, strict=True))
+
+    def first(self, connection: Connection, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        found = self.dicts(connection, params)
+        return found[0] if found else None
+
+    def scalar(self, connection: Connection, params: Mapping[str, Any]) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        found = self.rows(connection, params)
+        return found[0][0] if found else None
+
+    def rowcount(self, connection: Connection, params: Mapping[str, Any]) -> int:
+        """Run a DML statement; how many rows it changed."""
+        if connection.dialect.name != "sqlite":
+            return int(connection.execute(self.statement, dict(params)).rowcount)
+        return int(self._run_sqlite(connection, params).rowcount)
+
+    # -- SQLite ----------------------------------------------------------
+    def _run_sqlite(self, connection: Connection, params: Mapping[str, Any]) -> Any:
+        form = self._sqlite or self._compile_sqlite(connection.dialect)
+        if form.fixed:
+            params = {**form.fixed, **params}
+        values = [
+            params[name] if process is None else process(params[name])
+            for name, process in zip(form.names, form.processors, strict=True)
+        ]
+        dbapi_connection = connection.connection.driver_connection
+        try:
+            return dbapi_connection.execute(form.sql, values)
+        except connection.dialect.loaded_dbapi.Error as error:
+            # Invalidation and the rest of SQLAlchemy's error handling are not
+            # needed for a file database; callers only need the wrapped class.
+            raise DBAPIError.instance(
+                form.sql, values, error, connection.dialect.loaded_dbapi.Error
+            ) from error
+
+    def _compile_sqlite(self, dialect: Dialect) -> _SqliteForm:
+        statement = self.statement
+        assert isinstance(statement, ClauseElement)
+        compiled = statement.compile(dialect=dialect, column_keys=self._column_keys)
+        if not compiled.positional or compiled.positiontup is None:
+            raise TypeError(f"SQLite compiles positionally, not as {dialect.paramstyle}")
+        names = tuple(compiled.positiontup)
+        processors = tuple(
+            compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+            for name in names
+        )
+        binds = {name: compiled.binds[name] for name in names}
+        fixed = {name: bind.effective_value for name, bind in binds.items() if not bind.required}
+        self._sqlite = _SqliteForm(compiled.string, names, processors, fixed)
+        return self._sqlite

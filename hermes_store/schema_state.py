@@ -1,0 +1,106 @@
+"""Which schema a database holds, read without Alembic: the check every open makes.
+
+Opening a store asks "is this file current?" before anything else. On a
+current file (the normal case) that answer must cost one cheap read -- no
+Alembic import, no reflection, no write lock -- so this module depends on
+SQLAlchemy alone; :mod:`hermes_store.migrate` brings Alembic in only when
+there is something to migrate.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+
+from .engine import READ_OPTION
+from .errors import SchemaError
+
+HEAD_SCHEMA_VERSION = 7
+HEAD_REVISION = "0007"
+
+
+def revision_for_version(version: int) -> str:
+    """The revision whose upgrade leaves ``schema_version`` at ``version``.
+
+    Raises :class:`SchemaError` for a version this package does not know: a
+    larger one means a newer program wrote the file, and guessing would risk
+    its data.
+    """
+    if version < 1:
+        raise SchemaError(f"schema_version {version} is not a schema version (they start at 1)")
+    if version > HEAD_SCHEMA_VERSION:
+        raise SchemaError(
+            f"schema_version {version} is not one this hermes_store knows "
+            f"(1..{HEAD_SCHEMA_VERSION}); the database was written by a newer "
+            "version of the program: upgrade hermes_store instead of the database"
+        )
+    return f"{version:04d}"
+
+
+def version_for_revision(revision: str) -> int:
+    """The ``schema_version`` a database at ``revision`` holds."""
+    if len(revision) == 4 and revision.isdigit() and 1 <= int(revision) <= HEAD_SCHEMA_VERSION:
+        return int(revision)
+    raise SchemaError(
+        f"alembic revision {revision!r} is not one this hermes_store knows "
+        f"(0001..{HEAD_REVISION}); the database was migrated by a newer version "
+        "of the program: upgrade hermes_store instead of the database"
+    )
+
+
+_STATE_TABLES = ("schema_version", "alembic_version")
+_VERSION = text("SELECT MAX(version) FROM schema_version")
+_REVISION = text("SELECT version_num FROM alembic_version")
+# SQLite answers both in one statement when both tables exist (every current
+# file); a missing table is an error that leaves the read transaction usable.
+_BOTH_SQLITE = (
+    "SELECT (SELECT MAX(version) FROM schema_version), (SELECT version_num FROM alembic_version)"
+)
+
+
+def read_state(connection: Connection) -> tuple[int | None, str | None]:
+    """(``schema_version``, Alembic revision) as stored; None where absent.
+
+    Only reads, so it can run on a ``hermes_read`` connection without taking
+    the write lock.
+    """
+    if connection.dialect.name == "sqlite":
+        try:
+            version, revision = connection.exec_driver_sql(_BOTH_SQLITE).one()
+        except OperationalError:
+            pass  # a table is missing: an old or empty file, asked table by table below
+        else:
+            return (None if version is None else int(version)), revision
+    present = {name for name in _STATE_TABLES if connection.dialect.has_table(connection, name)}
+    version = revision = None
+    if "schema_version" in present:
+        raw = connection.execute(_VERSION).scalar()
+        version = None if raw is None else int(raw)
+    if "alembic_version" in present:
+        revision = connection.execute(_REVISION).scalar()
+    return version, revision
+
+
+def check_known(version: int | None, revision: str | None) -> None:
+    """Refuse a database written by a newer program, before anything touches it."""
+    if version is not None and version > HEAD_SCHEMA_VERSION:
+        revision_for_version(version)
+    if revision is not None:
+        version_for_revision(revision)
+
+
+def is_current_on(connection: Connection) -> bool:
+    """True when the database behind ``connection`` is at head; SchemaError if newer."""
+    version, revision = read_state(connection)
+    check_known(version, revision)
+    return (version, revision) == (HEAD_SCHEMA_VERSION, HEAD_REVISION)
+
+
+def is_current(engine: Engine) -> bool:
+    """:func:`is_current_on` in a read-only transaction of its own.
+
+    Deciding that nothing is to be done must neither write nor wait for a writer.
+    """
+    with engine.connect().execution_options(**{READ_OPTION: True}) as connection:
+        return is_current_on(connection)
