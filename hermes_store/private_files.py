@@ -24,23 +24,26 @@ class UnsafeDatabasePathError(StoreError):
     """The database path is a symlink or not a regular file."""
 
 
-def _refuse_unsafe(path: Path) -> bool:
-    """True if ``path`` exists (as a regular file); raises if it is anything else."""
+def _refuse_unsafe(path: Path) -> int | None:
+    """The permission bits of ``path`` (a regular file), None if it does not exist.
+
+    Raises if it is anything but a regular file.
+    """
     try:
         info = path.lstat()
     except FileNotFoundError:
-        return False
+        return None
     if stat.S_ISLNK(info.st_mode):
         raise UnsafeDatabasePathError(f"refusing to open {path}: it is a symbolic link")
     if not stat.S_ISREG(info.st_mode):
         raise UnsafeDatabasePathError(f"refusing to open {path}: it is not a regular file")
-    return True
+    return stat.S_IMODE(info.st_mode)
 
 
 def ensure_private_database(path: Path) -> None:
     """Create ``path`` 0600 if missing, else tighten it and its sidecars to 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not _refuse_unsafe(path):
+    if _refuse_unsafe(path) is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
         except FileExistsError:  # another process created it first
@@ -48,5 +51,6 @@ def ensure_private_database(path: Path) -> None:
         else:
             os.close(fd)
     for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SIDECARS)):
-        if _refuse_unsafe(candidate) and stat.S_IMODE(candidate.stat().st_mode) & 0o077:
-            os.chmod(candidate, stat.S_IMODE(candidate.stat().st_mode) & PRIVATE_MODE)
+        mode = _refuse_unsafe(candidate)
+        if mode is not None and mode & 0o077:
+            os.chmod(candidate, mode & PRIVATE_MODE)

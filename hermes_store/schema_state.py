@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
 
 from .engine import READ_OPTION
 from .errors import SchemaError
@@ -53,7 +52,8 @@ _STATE_TABLES = ("schema_version", "alembic_version")
 _VERSION = text("SELECT MAX(version) FROM schema_version")
 _REVISION = text("SELECT version_num FROM alembic_version")
 # SQLite answers both in one statement when both tables exist (every current
-# file); a missing table is an error that leaves the read transaction usable.
+# file), run on the driver: the open of a current file pays for nothing else.
+# A missing table is an error that leaves the transaction usable.
 _BOTH_SQLITE = (
     "SELECT (SELECT MAX(version) FROM schema_version), (SELECT version_num FROM alembic_version)"
 )
@@ -66,9 +66,10 @@ def read_state(connection: Connection) -> tuple[int | None, str | None]:
     the write lock.
     """
     if connection.dialect.name == "sqlite":
+        dbapi_connection = connection.connection.driver_connection
         try:
-            version, revision = connection.exec_driver_sql(_BOTH_SQLITE).one()
-        except OperationalError:
+            version, revision = dbapi_connection.execute(_BOTH_SQLITE).fetchone()
+        except connection.dialect.loaded_dbapi.OperationalError:
             pass  # a table is missing: an old or empty file, asked table by table below
         else:
             return (None if version is None else int(version)), revision

@@ -29,7 +29,7 @@ from .uow import UnitOfWork
 def _engine_for(url: URL, policy: ContentionPolicy) -> Engine:
     """One engine per (database, policy) per process, reused across open and close.
 
-    ``Store.close`` disposes the engine's pool, which closes its connections
+    ``Store.close`` empties the engine's pool, which closes its connections
     (so the file is free for others) but keeps the engine, its event rules and
     its compiled-statement cache for the next store on the same database.
     """
@@ -79,9 +79,14 @@ class Store:
         return UnitOfWork(self._connections, write=True, patience_s=patience_s)
 
     def close(self) -> None:
-        """Close every connection; a unit of work opened afterwards reconnects."""
+        """Close every idle connection, releasing the file; a later unit reconnects.
+
+        The pool is emptied, not replaced (``engine.dispose`` would make a new
+        pool, whose first connect re-runs the dialect's initialisation on the
+        next open of the same database).
+        """
         self._connections.close_all()
-        self.engine.dispose()
+        self.engine.pool.dispose()
 
     def __enter__(self) -> Store:
         return self
