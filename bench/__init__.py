@@ -2,6 +2,5 @@
 
 Run ``python -m bench`` (or ``--quick``) from the repository root; see
 ``bench/__main__.py``. ``bench/plain.py`` is the baseline, ``bench/workloads.py``
-the timed operations, ``bench/profile.py`` profiles the store side of one workload,
-``bench/proposals.py`` monkeypatches proposed store fixes (``--try-fix``) to measure them.
+the timed operations, ``bench/profile.py`` profiles the store side of one workload.
 """

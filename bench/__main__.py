@@ -221,24 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the export memory probes")
     parser.add_argument("--keep", action="store_true", help="keep bench/.work/ for inspection")
-    parser.add_argument(
-        "--try-fix",
-        metavar="NAMES",
-        help="monkeypatch proposed store fixes first (bench/proposals.py): "
-        "fast_rows,driver_append,sticky_connection,cheap_open",
-    )
     args = parser.parse_args(argv)
     sizes = W.QUICK if args.quick else W.DEFAULT
     only = set(args.only.split(",")) if args.only else None
     if only and not only <= set(keys()):
         parser.error(f"unknown workload(s): {', '.join(sorted(only - set(keys())))}")
 
-    tried: list[str] = []
-    if args.try_fix:
-        from .proposals import ENV, apply
-
-        tried = apply(args.try_fix)
-        os.environ[ENV] = ",".join(tried)  # for the writer, memory and cold-start children
     started = time.perf_counter()
     work = WORK_ROOT / f"run-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
@@ -249,8 +237,6 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{k} {v}" for k, v in info.items())
         )
         print(f"files under {work} (same filesystem as the repo)")
-        if tried:
-            print("TRYING PROPOSED FIXES on the store side (monkeypatched): " + ", ".join(tried))
         ctx, facts = W.prepare(sizes, work, REPO_ROOT)
         print(
             f"corpus: {facts['messages']:,} messages in {facts['sessions']:,} sessions "
@@ -280,7 +266,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             payload = {
                 "mode": "quick" if args.quick else "default",
-                "tried_fixes": tried,
                 "versions": info,
                 "sizes": sizes.__dict__,
                 "corpus": facts,

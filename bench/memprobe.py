@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import resource
 import sys
 import time
@@ -39,10 +38,6 @@ def _maxrss_mb() -> float:
 def main(argv: list[str]) -> int:
     trace = "--tracemalloc" in argv
     impl_name, mode, db_path, out_path = [a for a in argv if not a.startswith("--")]
-    if os.environ.get("BENCH_TRY_FIX"):
-        from .proposals import apply_from_env
-
-        apply_from_env(impl_name)
     db = IMPLS[impl_name].open(Path(db_path))
     db.get_session("sess_long")
     gc.collect()

@@ -32,13 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions to profile")
     parser.add_argument("--limit", type=int, default=35, help="rows per listing")
     parser.add_argument("--save", metavar="FILE", help="also write the pstats file")
-    parser.add_argument("--try-fix", metavar="NAMES", help="apply bench/proposals.py fixes first")
     args = parser.parse_args(argv)
     sizes = W.QUICK if args.quick else W.DEFAULT
-    if args.try_fix and args.impl == "store":
-        from .proposals import ENV, apply
-
-        os.environ[ENV] = ",".join(apply(args.try_fix))
     work = Path(__file__).resolve().parent / ".work" / f"profile-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     try:

@@ -358,9 +358,6 @@ _COLD = """
 import os, sys, time
 t0 = time.perf_counter()
 from bench.impls import IMPLS
-if os.environ.get("BENCH_TRY_FIX"):
-    from bench.proposals import apply_from_env
-    apply_from_env(sys.argv[1])
 db = IMPLS[sys.argv[1]].open(sys.argv[2])
 db.get_session(sys.argv[3])
 db.close()

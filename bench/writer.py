@@ -79,10 +79,6 @@ class _LockClock:
 def main(argv: list[str]) -> int:
     impl_name, db_path, session_id, count, seed = argv
     impl = IMPLS[impl_name]
-    if os.environ.get("BENCH_TRY_FIX"):
-        from .proposals import apply_from_env
-
-        apply_from_env(impl_name)
     messages = [m for turn in sample_turns(8, seed=int(seed)) for m in turn]
     db = impl.open(Path(db_path))
     # One untimed append first: a long-running agent has its statements prepared (plain)
