@@ -1,0 +1,219 @@
+"""The fast paths: prepared statements, kept connections, a cheap open, shared engines.
+
+They trade SQLAlchemy's per-call machinery for less work; these tests hold
+them to the same behaviour as the machinery they bypass.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from sqlalchemy import bindparam, select
+from sqlalchemy.exc import IntegrityError
+
+from hermes_store import SessionDB, Store
+from hermes_store.models import sessions_table
+from hermes_store.prepared import Prepared
+from hermes_store.repositories.messages import MESSAGE_FIELDS
+from hermes_store.schema_state import read_state
+
+S = sessions_table
+
+
+def _row(session_id: str, content: str = "x") -> dict[str, object]:
+    row: dict[str, object] = dict.fromkeys(MESSAGE_FIELDS)
+    row.update(session_id=session_id, role="user", content=content, timestamp=1.5)
+    return row
+
+
+# ----------------------------------------------------------------------
+# Prepared
+# ----------------------------------------------------------------------
+def test_prepared_answers_like_sqlalchemy(db_path: Path) -> None:
+    with Store(db_path) as store:
+        with store.write() as uow:
+            uow.sessions.add(id="a", source="cli", started_at=3.0, title="T")
+            uow.sessions.add(id="b", source="cli", started_at=4.0)
+        statement = select(S.c.id, S.c.started_at, S.c.title).where(
+            S.c.source == bindparam("p_source")
+        )
+        prepared = Prepared(statement.order_by(S.c.id))
+        with store.read() as uow:
+            fast = prepared.dicts(uow.connection, {"p_source": "cli"})
+            slow = [
+                dict(r)
+                for r in uow.connection.execute(
+                    statement.order_by(S.c.id), {"p_source": "cli"}
+                ).mappings()
+            ]
+            assert (
+                fast
+                == slow
+                == [
+                    {"id": "a", "started_at": 3.0, "title": "T"},
+                    {"id": "b", "started_at": 4.0, "title": None},
+                ]
+            )
+            assert prepared.first(uow.connection, {"p_source": "none"}) is None
+            assert prepared.scalar(uow.connection, {"p_source": "cli"}) == "a"
+            assert list(prepared.iter_dicts(uow.connection, {"p_source": "cli"})) == fast
+
+
+def test_prepared_applies_bind_processors_and_literal_values(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    with db.store.write() as uow:
+        # started_at is REAL: an int goes through SQLAlchemy's float processor.
+        uow.sessions.add(id="int-time", source="cli", started_at=7)
+        assert uow.sessions.bump_counters("s", 2, 3)  # COALESCE(..., 0): a literal bind
+    with db.store.read() as uow:
+        row = uow.sessions.get("int-time")
+        counted = uow.sessions.get("s")
+    assert row is not None and isinstance(row["started_at"], float)
+    assert counted is not None and (counted["message_count"], counted["tool_call_count"]) == (2, 3)
+
+
+def test_prepared_errors_are_sqlalchemy_errors_and_roll_back(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    with pytest.raises(IntegrityError), db.store.write() as uow:
+        uow.messages.add(_row("s", "kept out"))
+        uow.messages.add(_row("no-such-session"))  # foreign key violation
+    assert db.get_messages("s") == [], "the first insert of the failed unit is rolled back"
+
+
+def test_prepared_insert_keeps_a_given_id(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    with db.store.write() as uow:
+        assert uow.messages.add({**_row("s"), "id": 41}) == 41
+        assert uow.messages.add(_row("s")) == 42
+
+
+def test_prepared_rejects_a_missing_parameter(db: SessionDB) -> None:
+    prepared = Prepared(select(S.c.id).where(S.c.id == bindparam("p_id")))
+    with pytest.raises(KeyError, match="p_id"), db.store.read() as uow:
+        prepared.rows(uow.connection, {})
+
+
+# ----------------------------------------------------------------------
+# kept connections
+# ----------------------------------------------------------------------
+def test_a_thread_reuses_one_connection_across_units(db: SessionDB) -> None:
+    with db.store.read() as uow:
+        first = uow.connection
+    with db.store.write() as uow:
+        assert uow.connection is first
+    assert db.store.engine.pool.checkedout() == 1, "kept, not returned, between units"
+
+
+def test_a_unit_inside_a_unit_gets_a_spare_connection_closed_afterwards(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    pool = db.store.engine.pool
+    exported = db.iter_export()
+    first = next(exported)  # the export's read unit stays open on the kept connection
+    db.append_message("s", "user", "written while an export is open")
+    assert pool.checkedout() == 1, "the spare went back to the pool"
+    assert first["messages"] == [] and list(exported) == []
+    assert [m["content"] for m in db.get_messages("s")] == ["written while an export is open"]
+
+
+def test_each_thread_has_its_own_connection_returned_when_it_ends(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    pool = db.store.engine.pool
+    with db.store.read() as uow:
+        main_connection = uow.connection
+    seen: list[object] = []
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            for n in range(20):
+                db.append_message("s", "user", f"t{index}-{n}")
+            with db.store.read() as uow:
+                seen.append(uow.connection)
+        except BaseException as error:  # reported to the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len({id(c) for c in seen}) == 4 and all(c is not main_connection for c in seen)
+    assert db.message_count("s") == 80
+    del seen  # the threads' own references; their locals are gone already
+    assert pool.checkedout() == 1, "only the main thread still keeps one"
+
+
+def test_close_releases_kept_connections_of_every_thread(db_path: Path) -> None:
+    store = Store(db_path)
+    kept_in_thread = threading.Event()
+    release = threading.Event()
+
+    def worker() -> None:
+        with store.read():
+            pass
+        kept_in_thread.set()
+        release.wait(10)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    kept_in_thread.wait(10)
+    assert store.engine.pool.checkedout() == 2
+    store.close()
+    assert store.engine.pool.checkedout() == 0
+    release.set()
+    thread.join()
+    with store.read() as uow:  # a closed store reconnects on demand
+        assert uow.sessions.count() == 0
+    store.close()
+
+
+# ----------------------------------------------------------------------
+# open
+# ----------------------------------------------------------------------
+def test_stores_on_one_database_share_an_engine_and_close_independently(db_path: Path) -> None:
+    first, second = Store(db_path), Store(db_path)
+    assert first.engine is second.engine
+    with first.write() as uow:
+        uow.sessions.add(id="s", source="cli", started_at=1.0)
+    first.close()
+    with second.read() as uow:
+        assert uow.sessions.exists("s")
+    second.close()
+    assert Store(db_path.with_name("other.db")).engine is not first.engine
+
+
+def test_opening_a_current_database_imports_no_alembic_and_writes_nothing(db_path: Path) -> None:
+    SessionDB(db_path).close()
+    before = db_path.read_bytes()
+    probe = (
+        "import sys\n"
+        "from hermes_store import SessionDB\n"
+        f"db = SessionDB({str(db_path)!r})\n"
+        "assert db.get_session('none') is None\n"
+        "db.close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
+    assert db_path.read_bytes() == before
+
+
+def test_schema_state_falls_back_when_a_state_table_is_missing(tmp_path: Path) -> None:
+    empty, legacy = tmp_path / "empty.db", tmp_path / "legacy.db"
+    with closing(sqlite3.connect(legacy)) as raw:  # the old code's files have no alembic_version
+        raw.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        raw.execute("INSERT INTO schema_version VALUES (3)")
+        raw.commit()
+    for path, expected in ((empty, (None, None)), (legacy, (3, None))):
+        with Store(path, migrate=False) as store, store.read() as uow:
+            assert read_state(uow.connection) == expected
+            assert uow.connection.exec_driver_sql("SELECT 1").scalar() == 1, "still usable"
