@@ -146,7 +146,7 @@ def test_each_thread_has_its_own_connection_returned_when_it_ends(db: SessionDB)
     assert errors == []
     assert len({id(c) for c in seen}) == 4 and all(c is not main_connection for c in seen)
     assert db.message_count("s") == 80
-    del seen  # the threads' own references; their locals are gone already
+    seen.clear()  # the threads' own references; their locals are gone already
     assert pool.checkedout() == 1, "only the main thread still keeps one"
 
 
