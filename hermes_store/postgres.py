@@ -1,0 +1,131 @@
+"""The PostgreSQL rules: how units of work begin, wait and retry there.
+
+SQLite serialises writers with one file lock, taken up front by ``BEGIN
+IMMEDIATE``; PostgreSQL locks rows, so none of that applies:
+
+* a **write** unit is a plain ``READ COMMITTED`` transaction. Counters are
+  changed by ``UPDATE ... SET n = n + :k``, which PostgreSQL re-evaluates on
+  the newest row version after waiting for a concurrent writer, so they stay
+  exact without any table lock. A write waits for a row lock at most the
+  policy's patience (``lock_timeout``); past it the unit fails with
+  :class:`~hermes_store.errors.StoreLockedError`, as on SQLite;
+* a **read** unit is ``REPEATABLE READ READ ONLY``: one snapshot for all its
+  statements (search hits and their context agree, like a SQLite reader in
+  WAL mode); a read-only transaction never fails to serialize;
+* a write unit that PostgreSQL aborts because of a deadlock (SQLSTATE
+  40P01) or a serialization failure (40001) is run again from the start,
+  after a random 20-150 ms pause, until the patience budget is spent -- see
+  :func:`retrying`, which wraps whole facade calls (each one is one unit);
+* the schema upgrade holds a transaction-level advisory lock, so two
+  processes opening an empty database do not both create the tables.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from .errors import StoreLockedError
+
+if TYPE_CHECKING:
+    from .engine import ContentionPolicy
+
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+"""Serialization failure and deadlock: the whole transaction may simply run again."""
+LOCK_TIMEOUT_SQLSTATE = "55P03"
+"""lock_not_available: a row lock was not granted within ``lock_timeout``."""
+
+MIGRATION_LOCK_KEY = 0x4E524D53  # arbitrary, constant: "the hermes_store schema upgrade"
+
+_T = TypeVar("_T")
+
+
+def is_postgresql(url_or_engine: URL | Engine) -> bool:
+    url = url_or_engine.url if isinstance(url_or_engine, Engine) else url_or_engine
+    return url.get_backend_name() == "postgresql"
+
+
+def sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a (wrapped) psycopg error, or None for anything else."""
+    original = error.orig if isinstance(error, DBAPIError) else error
+    return getattr(original, "sqlstate", None)
+
+
+def _milliseconds(seconds: float) -> int:
+    # lock_timeout = 0 means "wait forever" in PostgreSQL; patience 0 means "do not wait".
+    return max(1, int(seconds * 1000))
+
+
+def create_postgresql_engine(url: URL, policy: ContentionPolicy) -> Engine:
+    """An engine on ``url`` whose units of work follow the rules of this module."""
+    engine = create_engine(
+        url,
+        pool_pre_ping=True,
+        connect_args={"options": f"-c lock_timeout={_milliseconds(policy.patience_s)}"},
+    )
+    _install_rules(engine)
+    return engine
+
+
+def _install_rules(engine: Engine) -> None:
+    from .engine import PATIENCE_OPTION, READ_OPTION
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        options = connection.get_execution_options()
+        dbapi_connection = connection.connection.dbapi_connection
+        # psycopg opens the transaction with this first statement.
+        if options.get(READ_OPTION):
+            dbapi_connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        elif PATIENCE_OPTION in options:
+            patience = _milliseconds(float(options[PATIENCE_OPTION]))
+            dbapi_connection.execute(f"SET LOCAL lock_timeout = {patience}")
+
+
+def lock_schema(connection: Connection) -> None:
+    """Serialise schema upgrades: held until the migration's transaction ends."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
+def retrying(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Run a ``SessionDB`` write method again when PostgreSQL aborted its transaction.
+
+    Every such method is exactly one unit of work whose arguments were checked
+    before it began, and a failed unit left the database as it was, so running
+    it again is safe. SQLite never raises these (its writers queue for the file
+    lock at ``BEGIN IMMEDIATE``), so there the wrapper only adds a try.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> _T:
+        store = self._store
+        policy = store.policy
+        started = time.monotonic()
+        deadline = started + policy.patience_s
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return method(self, *args, **kwargs)
+            except DBAPIError as error:
+                state = sqlstate(error)
+                where = store.url.render_as_string(hide_password=True)
+                now = time.monotonic()
+                if state == LOCK_TIMEOUT_SQLSTATE:
+                    raise StoreLockedError(where, now - started, attempts) from error
+                if state not in RETRYABLE_SQLSTATES:
+                    raise
+                if now >= deadline:
+                    raise StoreLockedError(where, now - started, attempts) from error
+                pause = random.uniform(policy.jitter_min_s, policy.jitter_max_s)
+                time.sleep(min(pause, deadline - now))
+
+    return wrapper
