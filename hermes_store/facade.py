@@ -25,6 +25,7 @@ from .errors import (
     TitleConflictError,
 )
 from .fts_query import query_items, sanitize_fts5_query
+from .postgres import retrying
 from .repositories.search import TRIGRAM_INDEX
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
@@ -95,6 +96,7 @@ class SessionDB:
     # ------------------------------------------------------------------
     # Session lifecycle
     # ------------------------------------------------------------------
+    @retrying
     def create_session(
         self,
         session_id: str,
@@ -124,22 +126,26 @@ class SessionDB:
             uow.sessions.add(**values)
         return session_id
 
+    @retrying
     def end_session(self, session_id: str, end_reason: str | None) -> None:
         text_arg("end_reason", end_reason, optional=True)
         self._write_to(
             session_id, lambda uow: uow.sessions.end(session_id, self._clock(), end_reason)
         )
 
+    @retrying
     def reopen_session(self, session_id: str) -> None:
         """Clear ``ended_at``/``end_reason`` so a resumed session counts as active."""
         self._write_to(session_id, lambda uow: uow.sessions.reopen(session_id))
 
+    @retrying
     def update_system_prompt(self, session_id: str, system_prompt: str | None) -> None:
         text_arg("system_prompt", system_prompt, optional=True)
         self._write_to(
             session_id, lambda uow: uow.sessions.set_system_prompt(session_id, system_prompt)
         )
 
+    @retrying
     def update_token_counts(
         self,
         session_id: str,
@@ -191,6 +197,7 @@ class SessionDB:
     def sanitize_title(title: str | None) -> str | None:
         return clean_title(title)
 
+    @retrying
     def set_session_title(self, session_id: str, title: str | None) -> bool:
         """Set (or, with an empty title, clear) a title unique among sessions."""
         text_arg("session_id", session_id)
@@ -242,6 +249,7 @@ class SessionDB:
     # ------------------------------------------------------------------
     # Messages
     # ------------------------------------------------------------------
+    @retrying
     def append_message(
         self,
         session_id: str,
@@ -264,6 +272,7 @@ class SessionDB:
                 raise SessionNotFoundError(session_id)
             return uow.messages.add(row)
 
+    @retrying
     def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append a whole turn in one transaction: every message and its counters, or none.
 
@@ -329,6 +338,7 @@ class SessionDB:
             conversation.append(message)
         return conversation
 
+    @retrying
     def clear_messages(self, session_id: str) -> None:
         """Delete a session's messages but keep the session, counters back to zero."""
 
@@ -506,6 +516,7 @@ class SessionDB:
                 messages = uow.messages.for_session(session["id"])
                 yield {**session, "messages": [_decoded(m) for m in messages]}
 
+    @retrying
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted."""
         days = number_arg("older_than_days", older_than_days)
@@ -516,6 +527,7 @@ class SessionDB:
         with self._store.write() as uow:
             return len(uow.sessions.prune(cutoff, source))
 
+    @retrying
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""
         text_arg("session_id", session_id)

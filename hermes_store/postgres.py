@@ -101,31 +101,42 @@ def retrying(method: Callable[..., _T]) -> Callable[..., _T]:
     Every such method is exactly one unit of work whose arguments were checked
     before it began, and a failed unit left the database as it was, so running
     it again is safe. SQLite never raises these (its writers queue for the file
-    lock at ``BEGIN IMMEDIATE``), so there the wrapper only adds a try.
+    lock at ``BEGIN IMMEDIATE``): there the wrapper costs one ``try``.
     """
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> _T:
-        store = self._store
-        policy = store.policy
-        started = time.monotonic()
-        deadline = started + policy.patience_s
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                return method(self, *args, **kwargs)
-            except DBAPIError as error:
-                state = sqlstate(error)
-                where = store.url.render_as_string(hide_password=True)
-                now = time.monotonic()
-                if state == LOCK_TIMEOUT_SQLSTATE:
-                    raise StoreLockedError(where, now - started, attempts) from error
-                if state not in RETRYABLE_SQLSTATES:
-                    raise
-                if now >= deadline:
-                    raise StoreLockedError(where, now - started, attempts) from error
-                pause = random.uniform(policy.jitter_min_s, policy.jitter_max_s)
-                time.sleep(min(pause, deadline - now))
+        try:
+            return method(self, *args, **kwargs)
+        except DBAPIError as error:
+            if sqlstate(error) is None:
+                raise
+            return _retry(method, self, args, kwargs, error)
 
     return wrapper
+
+
+def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first: DBAPIError) -> _T:
+    """The slow path of :func:`retrying`, from the first failure on."""
+    store = owner._store
+    policy = store.policy
+    where = store.url.render_as_string(hide_password=True)
+    started = time.monotonic()
+    deadline = started + policy.patience_s
+    attempts = 1
+    error = first
+    while True:
+        state = sqlstate(error)
+        now = time.monotonic()
+        if state == LOCK_TIMEOUT_SQLSTATE:
+            raise StoreLockedError(where, now - started, attempts) from error
+        if state not in RETRYABLE_SQLSTATES:
+            raise error
+        if now >= deadline:
+            raise StoreLockedError(where, now - started, attempts) from error
+        time.sleep(min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now))
+        attempts += 1
+        try:
+            return method(owner, *args, **kwargs)
+        except DBAPIError as again:
+            error = again
