@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from .cjk_query import has_cjk, make_snippet, substring_query
+from .cjk_query import TRIGRAM, has_cjk, make_snippet, substring_query
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
@@ -400,7 +400,7 @@ class SessionDB:
     def _ranked_matches(
         self, uow: UnitOfWork, query: str, items: list[str], filters: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """Word matches first (unicode61), then substring matches (trigram / LIKE).
+        """Word matches first (unicode61 / tsvector), then substring matches.
 
         A CJK query goes to the substring route only. Any other query asks the
         word index first; when that cannot fill the page, substring matches of
@@ -412,7 +412,7 @@ class SessionDB:
             return self._substring_matches(uow, items, filters, allow_scan=True)
         limit, offset = filters["limit"], filters["offset"]
         window = {**filters, "limit": offset + limit, "offset": 0}
-        words = uow.search.match(" ".join(items), **window)
+        words = uow.search.match(uow.search.word_query(items), **window)
         if len(words) == offset + limit:
             return words[offset:]
         seen = {match["id"] for match in words}
@@ -424,12 +424,23 @@ class SessionDB:
     def _substring_matches(
         uow: UnitOfWork, items: list[str], filters: dict[str, Any], *, allow_scan: bool
     ) -> list[dict[str, Any]]:
-        substring = substring_query(items)
+        """Substring matches: FTS5 trigram or LIKE on SQLite, ILIKE on PostgreSQL.
+
+        ``allow_scan=False`` keeps to what an index answers: terms of three or
+        more characters (the trigram table; pg_trgm for ILIKE on PostgreSQL).
+        """
+        postgresql = uow.search.postgresql
+        substring = (
+            substring_query(items, trigram=False, like="ILIKE")
+            if postgresql
+            else substring_query(items)
+        )
         if substring is None:
             return []
         if substring.fts is not None:
             return uow.search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
-        if not allow_scan:
+        indexed = postgresql and min(map(len, substring.needles)) >= TRIGRAM
+        if not (allow_scan or indexed):
             return []
         matches = uow.search.match(
             None,
