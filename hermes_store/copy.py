@@ -201,7 +201,7 @@ def _messages_per_session(connection: Connection) -> dict[str, int]:
         .select_from(S.outerjoin(M, M.c.session_id == S.c.id))
         .group_by(S.c.id)
     )
-    return {str(sid): int(n) for sid, n in connection.execute(statement).tuples()}
+    return {str(sid): int(n) for sid, n in connection.execute(statement)}
 
 
 def _verify(expected: dict[str, int], target: Connection) -> None:

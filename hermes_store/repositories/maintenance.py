@@ -131,7 +131,7 @@ class MaintenanceRepository:
     def fts_problem(self) -> str | None:
         """None when the FTS index agrees with ``messages``, else SQLite's complaint."""
         if not self._sqlite:
-            state = dict(self._c.execute(_PG_INDEX_STATE).tuples().all())
+            state = dict(self._c.execute(_PG_INDEX_STATE).all())
             bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
             return f"search index missing or invalid: {', '.join(bad)}" if bad else None
         try:
