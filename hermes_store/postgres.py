@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from .errors import StoreLockedError
+from .errors import InvalidInputError, StoreLockedError
 
 if TYPE_CHECKING:
     from .engine import ContentionPolicy
@@ -110,10 +110,20 @@ def retrying(method: Callable[..., _T]) -> Callable[..., _T]:
             return method(self, *args, **kwargs)
         except DBAPIError as error:
             if sqlstate(error) is None:
+                if _is_nul_refusal(error):
+                    raise InvalidInputError(
+                        "text with a NUL character (U+0000) cannot be stored in PostgreSQL; "
+                        "nothing was written"
+                    ) from error
                 raise
             return _retry(method, self, args, kwargs, error)
 
     return wrapper
+
+
+def _is_nul_refusal(error: DBAPIError) -> bool:
+    """psycopg refuses, before sending, a string holding U+0000 (PostgreSQL text cannot)."""
+    return "NUL (0x00)" in str(error.orig)
 
 
 def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first: DBAPIError) -> _T:

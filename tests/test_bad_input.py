@@ -330,6 +330,7 @@ def test_nul_and_control_characters_round_trip_exactly(db: SessionDB, db_path: P
     assert length == len(text.encode("utf-8"))
 
 
+@pytest.mark.sqlite_only("PostgreSQL text cannot hold U+0000; see the test below")
 def test_nul_inside_content_does_not_hide_the_rest_from_search(db: SessionDB) -> None:
     db.create_session("nul", "cli")
     message_id = db.append_message("nul", "user", "alphaword\x00omegaword")
@@ -337,6 +338,18 @@ def test_nul_inside_content_does_not_hide_the_rest_from_search(db: SessionDB) ->
     assert [r["id"] for r in db.search_messages("omegaword")] == [message_id]
 
 
+def test_nul_is_refused_by_postgresql_with_a_clear_error_and_nothing_written(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("nul", "cli")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.append_message("nul", "user", "alphaword\x00omegaword")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.create_session("id\x00tail", "cli")
+        assert db.get_session("nul")["message_count"] == 0
+        assert db.message_count() == 0 and db.session_count() == 1
+
+
+@pytest.mark.sqlite_only("PostgreSQL text cannot hold U+0000")
 def test_ids_with_nul_are_distinct_from_their_prefix(db: SessionDB) -> None:
     db.create_session("id\x00tail", "cli")
     db.append_message("id\x00tail", "user", "x")
