@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from .cjk_query import TRIGRAM, has_cjk, make_snippet, substring_query
 from .engine import ContentionPolicy
@@ -373,8 +373,11 @@ class SessionDB:
     ) -> list[dict[str, Any]]:
         """Full-text search; each hit has a ``>>>snippet<<<`` and its neighbours as context.
 
-        A query the sanitizer cannot rescue, or one FTS5 still rejects, finds
-        nothing rather than raising: search input comes straight from people.
+        A query the sanitizer cannot rescue, or one the engine still rejects,
+        finds nothing rather than raising: search input comes straight from
+        people. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
+        bad tsquery as syntax_error 42601, a ProgrammingError, and one too big
+        to evaluate as 54001, an OperationalError.)
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
@@ -392,6 +395,10 @@ class SessionDB:
             try:
                 matches = self._ranked_matches(uow, query, items, filters)
             except OperationalError:
+                return []
+            except ProgrammingError as error:
+                if getattr(error.orig, "sqlstate", None) != "42601":
+                    raise
                 return []
             for match in matches:
                 match["context"] = uow.search.context(match["session_id"], match["id"])

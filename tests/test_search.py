@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from hermes_store import SessionDB
 from hermes_store.fts_query import OPERATORS, sanitize_fts5_query
+from hermes_store.repositories import SearchRepository
 
 RESULT_KEYS = {
     "id",
@@ -601,3 +602,24 @@ def test_adjacent_terms_bind_before_not(db: SessionDB) -> None:
     add(db, "n", "user", "apple banana cherry")
     assert found(db, "apple NOT banana cherry") == {only_a, a_b}
     assert found(db, "apple NOT banana") == {only_a}
+
+
+def test_a_query_the_engine_rejects_finds_nothing_and_the_store_goes_on(
+    db: SessionDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety net behind the sanitizer: a rejected query is no error, and no harm.
+
+    The sanitizer never lets a bad query through (see the property tests), so
+    the word query is replaced here by one each engine rejects: a lone
+    operator, an FTS5 syntax error on SQLite and a tsquery syntax error on
+    PostgreSQL (where it also aborts the transaction).
+    """
+    db.create_session("r", "cli")
+    message_id = add(db, "r", "user", "wombat burrow")
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            SearchRepository, "word_query", lambda self, items: "&" if self.postgresql else "AND"
+        )
+        assert db.search_messages("wombat") == []
+    assert found(db, "wombat") == {message_id}
+    assert add(db, "r", "assistant", "wombat reply") > message_id
