@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
 from .errors import InvalidInputError, StoreLockedError
@@ -75,7 +75,20 @@ def create_postgresql_engine(url: URL, policy: ContentionPolicy) -> Engine:
 
 
 def _install_rules(engine: Engine) -> None:
+    import psycopg  # the optional extra: imported only for a PostgreSQL engine
+
     from .engine import PATIENCE_OPTION, READ_OPTION
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> None:
+        # psycopg refuses, before sending, any string holding U+0000: PostgreSQL
+        # text cannot store it. That is the caller's input, so it is said so.
+        original = context.original_exception
+        if isinstance(original, psycopg.DataError) and "NUL (0x00)" in str(original):
+            raise InvalidInputError(
+                "text with a NUL character (U+0000) cannot be stored in or looked up "
+                "from PostgreSQL; nothing was written"
+            ) from original
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -110,20 +123,10 @@ def retrying(method: Callable[..., _T]) -> Callable[..., _T]:
             return method(self, *args, **kwargs)
         except DBAPIError as error:
             if sqlstate(error) is None:
-                if _is_nul_refusal(error):
-                    raise InvalidInputError(
-                        "text with a NUL character (U+0000) cannot be stored in PostgreSQL; "
-                        "nothing was written"
-                    ) from error
                 raise
             return _retry(method, self, args, kwargs, error)
 
     return wrapper
-
-
-def _is_nul_refusal(error: DBAPIError) -> bool:
-    """psycopg refuses, before sending, a string holding U+0000 (PostgreSQL text cannot)."""
-    return "NUL (0x00)" in str(error.orig)
 
 
 def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first: DBAPIError) -> _T:
