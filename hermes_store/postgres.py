@@ -7,7 +7,8 @@ IMMEDIATE``; PostgreSQL locks rows, so none of that applies:
   changed by ``UPDATE ... SET n = n + :k``, which PostgreSQL re-evaluates on
   the newest row version after waiting for a concurrent writer, so they stay
   exact without any table lock. A write waits for a row lock at most the
-  policy's patience (``lock_timeout``); past it the unit fails with
+  policy's patience (``lock_timeout``, or the unit's own ``patience_s``);
+  past it the statement fails and the store raises
   :class:`~hermes_store.errors.StoreLockedError`, as on SQLite;
 * a **read** unit is ``REPEATABLE READ READ ONLY``: one snapshot for all its
   statements (search hits and their context agree, like a SQLite reader in
@@ -70,11 +71,11 @@ def create_postgresql_engine(url: URL, policy: ContentionPolicy) -> Engine:
         pool_pre_ping=True,
         connect_args={"options": f"-c lock_timeout={_milliseconds(policy.patience_s)}"},
     )
-    _install_rules(engine)
+    _install_rules(engine, policy)
     return engine
 
 
-def _install_rules(engine: Engine) -> None:
+def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
     import psycopg  # the optional extra: imported only for a PostgreSQL engine
 
     from .engine import PATIENCE_OPTION, READ_OPTION
@@ -89,6 +90,12 @@ def _install_rules(engine: Engine) -> None:
                 "text with a NUL character (U+0000) cannot be stored in or looked up "
                 "from PostgreSQL; nothing was written"
             ) from original
+        # A row lock not granted within lock_timeout: the patience ran out, as on SQLite.
+        if getattr(original, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE:
+            options = context.connection.get_execution_options() if context.connection else {}
+            waited = float(options.get(PATIENCE_OPTION, policy.patience_s))
+            where = engine.url.render_as_string(hide_password=True)
+            raise StoreLockedError(where, waited, 1) from original
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -141,8 +148,6 @@ def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first:
     while True:
         state = sqlstate(error)
         now = time.monotonic()
-        if state == LOCK_TIMEOUT_SQLSTATE:
-            raise StoreLockedError(where, now - started, attempts) from error
         if state not in RETRYABLE_SQLSTATES:
             raise error
         if now >= deadline:
