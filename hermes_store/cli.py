@@ -180,7 +180,7 @@ def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption
         upgrade_to_head(store.engine)
         after = _state(store)
     now = f"schema version {after[0]}, revision {after[1]}"
-    if not existed:
+    if not existed or before == (None, None):  # a new file, or an empty server database
         out.print(Text(f"created {target.describe()}: {now}"))
     elif before == after:
         out.print(Text(f"{target.describe()}: already at head ({now})"))
