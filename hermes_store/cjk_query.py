@@ -73,18 +73,22 @@ def substring_query(
         return SubstringQuery(" ".join(terms), None, {}, ordered)
     parts: list[str] = []
     params: dict[str, str] = {}
-    previous_was_term = False
+    run: list[str] = []  # adjacent terms: FTS5's implicit AND, bound before NOT/AND/OR
+
+    def close_run() -> None:
+        if run:
+            parts.append(run[0] if len(run) == 1 else "(" + " AND ".join(run) + ")")
+            run.clear()
+
     for item in items:
         if item in OPERATORS:
+            close_run()
             parts.append("AND NOT" if item == "NOT" else item)
-            previous_was_term = False
             continue
-        if previous_was_term:
-            parts.append("AND")  # implicit AND between adjacent terms, as in FTS5
         name = f"p_like{len(params)}"
         params[name] = f"%{_escape_like(_plain(item))}%"
-        parts.append(f"{column} {like} :{name} ESCAPE '\\'")
-        previous_was_term = True
+        run.append(f"{column} {like} :{name} ESCAPE '\\'")
+    close_run()
     return SubstringQuery(None, "(" + " ".join(parts) + ")", params, ordered)
 
 

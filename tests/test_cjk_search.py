@@ -146,6 +146,17 @@ def test_boolean_operators_work_on_both_substring_routes(cjk_db: SessionDB) -> N
     ]
 
 
+def test_adjacent_terms_bind_before_not_on_every_route(cjk_db: SessionDB) -> None:
+    """``a NOT b c`` is ``a NOT (b AND c)`` (FTS5's grammar) on the LIKE route too."""
+    (first,) = [
+        h["id"] for h in cjk_db.search_messages("记忆断裂 问题") if h["session_id"] == "zh-1"
+    ]
+    # short terms (LIKE/ILIKE): the message with 压缩 and 分割 is excluded, the other kept
+    assert [h["id"] for h in cjk_db.search_messages("记忆 NOT 压缩 分割")] == [first]
+    # long terms (the trigram index on SQLite, ILIKE on PostgreSQL): the same answer
+    assert [h["id"] for h in cjk_db.search_messages("记忆断裂 NOT 上下文 分割了")] == [first]
+
+
 def test_messages_written_later_are_indexed(cjk_db: SessionDB) -> None:
     cjk_db.append_message("zh-2", "user", "新的消息提到量子计算")
     assert [h["session_id"] for h in cjk_db.search_messages("量子计算")] == ["zh-2"]
