@@ -124,11 +124,11 @@ def drop_pg_database(url: URL) -> None:
 
 
 @pytest.fixture(scope="session")
-def _pg_worker_database(worker_id: str) -> Iterator[URL]:
+def _pg_worker_database() -> Iterator[URL]:
     """One migrated database per xdist worker, dropped when the worker ends."""
     from hermes_store import Store
 
-    url = create_pg_database(pg_server_url(), worker_id)
+    url = create_pg_database(pg_server_url(), os.environ.get("PYTEST_XDIST_WORKER", "main"))
     try:
         Store(url).close()  # the Alembic chain, once
         yield url
