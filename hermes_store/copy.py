@@ -89,6 +89,7 @@ def copy_store(
             read = reader.connection
             result.sessions_total = _count(read, S)
             result.messages_total = _count(read, M)
+            _refuse_orphans(read)
             _copy_sessions(read, target_store, batch_size, result, report)
             _link_parents(read, target_store, batch_size, result, report)
             _copy_messages(read, target_store, batch_size, result, report)
@@ -105,6 +106,20 @@ def _same_database(a: Store, b: Store) -> bool:
     if a.path is not None and b.path is not None:
         return a.path.resolve() == b.path.resolve()
     return a.url == b.url
+
+
+def _refuse_orphans(read: Connection) -> None:
+    """Messages of no session cannot enter a database that enforces the foreign key."""
+    orphans = read.execute(
+        select(func.count())
+        .select_from(M)
+        .where(~select(S.c.id).where(S.c.id == M.c.session_id).exists())
+    ).scalar_one()
+    if orphans:
+        raise CopyError(
+            f"{orphans} message(s) in the source belong to no session (written with foreign "
+            "keys off?); 'hermes-store check' lists them; nothing was copied"
+        )
 
 
 def _count(connection: Connection, table: Any) -> int:

@@ -8,6 +8,7 @@ through ``export_all``: every session column and every message, ids included.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,22 @@ def test_copy_refuses_a_title_already_taken_in_the_target_before_copying_message
         copy_store(source, target)
     with SessionDB(target) as db:
         assert db.message_count() == 0
+
+
+def test_copy_refuses_a_source_with_messages_of_no_session(
+    tmp_path: Path, pg_fresh_url: Any
+) -> None:
+    source = tmp_path / "state.db"
+    _seed(source)
+    raw = sqlite3.connect(source)  # foreign keys are off on a plain connection, as in old code
+    raw.execute("INSERT INTO messages (session_id, role, timestamp) VALUES ('gone', 'user', 1.0)")
+    raw.commit()
+    raw.close()
+    target = pg_fresh_url()
+    with pytest.raises(CopyError, match="1 message.*belong to no session"):
+        copy_store(source, target)
+    with SessionDB(target) as db:
+        assert (db.session_count(), db.message_count()) == (0, 0)
 
 
 def test_copy_refuses_copying_a_store_onto_itself(tmp_path: Path) -> None:
