@@ -48,11 +48,6 @@ MIGRATION_LOCK_KEY = 0x4E524D53  # arbitrary, constant: "the hermes_store schema
 _T = TypeVar("_T")
 
 
-def is_postgresql(url_or_engine: URL | Engine) -> bool:
-    url = url_or_engine.url if isinstance(url_or_engine, Engine) else url_or_engine
-    return url.get_backend_name() == "postgresql"
-
-
 def sqlstate(error: BaseException) -> str | None:
     """The SQLSTATE of a (wrapped) psycopg error, or None for anything else."""
     original = error.orig if isinstance(error, DBAPIError) else error
