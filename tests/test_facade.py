@@ -989,6 +989,15 @@ def test_token_usage_by_model(db: SessionDB) -> None:
     assert by_model["model-b"]["total_cost"] == pytest.approx(1.5)
 
 
+def test_models_without_a_known_cost_come_last_on_every_backend(db: SessionDB) -> None:
+    # SQLite sorts NULL last in DESC order, PostgreSQL first; NULLS LAST keeps SQLite's.
+    db.create_session("free", "cli", model="model-free")
+    db.create_session("paid", "cli", model="model-paid")
+    db.update_token_counts("free", input_tokens=7)
+    db.update_token_counts("paid", input_tokens=1, estimated_cost_usd=0.5)
+    assert [u["model"] for u in db.token_usage_by_model()] == ["model-paid", "model-free"]
+
+
 def test_top_sessions_by_tokens(db: SessionDB) -> None:
     for name, tokens in (("small", 10), ("big", 1000), ("medium", 100), ("tiny", 1)):
         db.create_session(name, "cli", model=f"m-{name}")

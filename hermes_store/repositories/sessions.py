@@ -88,7 +88,8 @@ _ORPHAN_CHILDREN = (
 _DELETE = delete(S).where(S.c.id == _p("id"))
 _DELETE_MESSAGES = delete(M).where(M.c.session_id == _p("id"))
 
-# The documented queries, kept in the document's SQL so they can be checked against it.
+# The documented queries, kept in the document's SQL so they can be checked against it
+# (plus ``NULLS LAST``, SQLite's order for NULL in DESC, which PostgreSQL reverses).
 _ANCESTORS = text(
     """
     WITH RECURSIVE lineage AS (
@@ -141,7 +142,7 @@ _TOKENS_BY_MODEL = text(
     FROM sessions
     WHERE model IS NOT NULL
     GROUP BY model
-    ORDER BY total_cost DESC
+    ORDER BY total_cost DESC NULLS LAST
     """
 )
 _TOP_BY_TOKENS = text(
@@ -149,7 +150,7 @@ _TOP_BY_TOKENS = text(
     SELECT id, title, model, input_tokens + output_tokens AS total_tokens,
            estimated_cost_usd
     FROM sessions
-    ORDER BY total_tokens DESC
+    ORDER BY total_tokens DESC NULLS LAST
     LIMIT :p_limit
     """
 )
