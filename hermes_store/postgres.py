@@ -43,6 +43,9 @@ RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 LOCK_TIMEOUT_SQLSTATE = "55P03"
 """lock_not_available: a row lock was not granted within ``lock_timeout``."""
 
+OUT_OF_RANGE_SQLSTATE = "22003"
+"""numeric_value_out_of_range: e.g. a token counter past 2**31 - 1 in an INTEGER column."""
+
 MIGRATION_LOCK_KEY = 0x4E524D53  # arbitrary, constant: "the hermes_store schema upgrade"
 
 _T = TypeVar("_T")
@@ -84,6 +87,12 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
             raise InvalidInputError(
                 "text with a NUL character (U+0000) cannot be stored in or looked up "
                 "from PostgreSQL; nothing was written"
+            ) from original
+        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL.
+        if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
+            raise InvalidInputError(
+                f"a number is out of range for its column on PostgreSQL (INTEGER is 32-bit): "
+                f"{str(original).splitlines()[0]}; nothing was written"
             ) from original
         # A row lock not granted within lock_timeout: the patience ran out, as on SQLite.
         if getattr(original, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE:

@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import InternalError
 from sqlalchemy.pool import NullPool
 
-from hermes_store import SessionDB, StoreLockedError
+from hermes_store import InvalidInputError, SessionDB, StoreLockedError
 from hermes_store.engine import ContentionPolicy
 
 
@@ -73,3 +73,13 @@ def test_per_unit_patience_overrides_the_policy(pg_url: Any, other: Any) -> None
             ):
                 uow.sessions.bump_counters("s", 1, 0)
         assert db.get_session("s")["message_count"] == 0
+
+
+def test_a_counter_past_32_bits_is_invalid_input_and_writes_nothing(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+        db.update_token_counts("s", input_tokens=2**31 - 10)
+        with pytest.raises(InvalidInputError, match="out of range"):
+            db.update_token_counts("s", input_tokens=100, output_tokens=1)
+        session = db.get_session("s")
+        assert (session["input_tokens"], session["output_tokens"]) == (2**31 - 10, 0)
