@@ -83,3 +83,12 @@ def test_a_counter_past_32_bits_is_invalid_input_and_writes_nothing(pg_url: Any)
             db.update_token_counts("s", input_tokens=100, output_tokens=1)
         session = db.get_session("s")
         assert (session["input_tokens"], session["output_tokens"]) == (2**31 - 10, 0)
+
+
+def test_a_bare_postgresql_url_uses_psycopg_3(pg_url: Any) -> None:
+    bare = pg_url.set(drivername="postgresql").render_as_string(hide_password=False)
+    assert bare.startswith("postgresql://")
+    with SessionDB(bare) as db:
+        assert db.store.url.drivername == "postgresql+psycopg"
+        db.create_session("s", "cli")
+        assert db.session_count() == 1
