@@ -5,6 +5,13 @@ step by every append; FTS is derived data kept in step by triggers. Both can
 be rebuilt from ``messages`` without loss, so ``repair=True`` does exactly
 that, in one write transaction. Page-level corruption (integrity_check) is
 reported, never "repaired": the fix is a backup, not a guess.
+
+On PostgreSQL the same report means (see :class:`MaintenanceRepository`):
+``integrity`` -- the ``messages.id`` identity is behind the ids in use
+(repaired by moving it forward; page checks belong to the server's own tools,
+e.g. ``amcheck``/``pg_checksums``, which this does not run); ``foreign_keys``
+-- rows whose session or parent is missing; ``fts`` -- a search index missing
+or invalid (repaired by rebuilding both); counters as on SQLite.
 """
 
 from __future__ import annotations
@@ -24,13 +31,15 @@ class CheckReport:
     miscounted: list[dict[str, Any]] = field(default_factory=list)
     repaired_counters: int = 0
     rebuilt_fts: bool = False
+    repaired_identity: bool = False
 
     @property
     def ok(self) -> bool:
         """Healthy now: nothing wrong was found, or everything found was repaired."""
         counters_ok = not self.miscounted or self.repaired_counters == len(self.miscounted)
         fts_ok = self.fts is None or self.rebuilt_fts
-        return not self.integrity and not self.foreign_keys and counters_ok and fts_ok
+        integrity_ok = not self.integrity or self.repaired_identity
+        return integrity_ok and not self.foreign_keys and counters_ok and fts_ok
 
 
 def check(store: Store, *, repair: bool = False) -> CheckReport:
@@ -46,6 +55,9 @@ def check(store: Store, *, repair: bool = False) -> CheckReport:
             miscounted=maintenance.miscounted_sessions(),
         )
         if repair:
+            if report.integrity and uow.connection.dialect.name != "sqlite":
+                maintenance.repair_identity()  # the only PostgreSQL integrity finding
+                report.repaired_identity = True
             maintenance.repair_counters(report.miscounted)
             report.repaired_counters = len(report.miscounted)
             if report.fts is not None:

@@ -54,30 +54,41 @@ def _escape_like(term: str) -> str:
     return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def substring_query(items: list[str], column: str = "m.content") -> SubstringQuery | None:
-    """The substring form of sanitized query items, or None when nothing is searchable."""
+def substring_query(
+    items: list[str], column: str = "m.content", *, trigram: bool = True, like: str = "LIKE"
+) -> SubstringQuery | None:
+    """The substring form of sanitized query items, or None when nothing is searchable.
+
+    ``trigram=False`` always gives the ``like`` form (PostgreSQL, which has no
+    FTS5 trigram table and passes ``like="ILIKE"``: its pg_trgm index serves
+    ILIKE directly).
+    """
     needles = [_plain(item) for item in items if item not in OPERATORS]
     needles = [n for n in needles if n.strip()]
     if not needles:
         return None
     ordered = sorted(set(needles), key=len, reverse=True)
-    if all(len(n) >= TRIGRAM for n in needles):
+    if trigram and all(len(n) >= TRIGRAM for n in needles):
         terms = [item if item in OPERATORS else f'"{_plain(item)}"' for item in items]
         return SubstringQuery(" ".join(terms), None, {}, ordered)
     parts: list[str] = []
     params: dict[str, str] = {}
-    previous_was_term = False
+    run: list[str] = []  # adjacent terms: FTS5's implicit AND, bound before NOT/AND/OR
+
+    def close_run() -> None:
+        if run:
+            parts.append(run[0] if len(run) == 1 else "(" + " AND ".join(run) + ")")
+            run.clear()
+
     for item in items:
         if item in OPERATORS:
+            close_run()
             parts.append("AND NOT" if item == "NOT" else item)
-            previous_was_term = False
             continue
-        if previous_was_term:
-            parts.append("AND")  # implicit AND between adjacent terms, as in FTS5
         name = f"p_like{len(params)}"
         params[name] = f"%{_escape_like(_plain(item))}%"
-        parts.append(f"{column} LIKE :{name} ESCAPE '\\'")
-        previous_was_term = True
+        run.append(f"{column} {like} :{name} ESCAPE '\\'")
+    close_run()
     return SubstringQuery(None, "(" + " ".join(parts) + ")", params, ordered)
 
 

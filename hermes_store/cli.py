@@ -180,7 +180,7 @@ def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption
         upgrade_to_head(store.engine)
         after = _state(store)
     now = f"schema version {after[0]}, revision {after[1]}"
-    if not existed:
+    if not existed or before == (None, None):  # a new file, or an empty server database
         out.print(Text(f"created {target.describe()}: {now}"))
     elif before == after:
         out.print(Text(f"{target.describe()}: already at head ({now})"))
@@ -682,6 +682,60 @@ def import_(
         Text(
             f"imported {result.sessions} session(s), {result.messages} message(s) from {file}; "
             f"skipped {result.skipped} already present"
+        )
+    )
+
+
+@app.command("copy")
+def copy_(
+    source: Annotated[
+        str,
+        typer.Option("--from", help="Store to copy: a SQLite path or URL.", show_default=False),
+    ],
+    destination: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="Store to copy into, e.g. postgresql+psycopg://user@host/db (created if empty).",
+            show_default=False,
+        ),
+    ],
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Rows per transaction.")
+    ] = 1000,
+) -> None:
+    """Copy every session and message into another store (SQLite -> PostgreSQL); idempotent."""
+    from .copy import copy_store
+
+    origin = _target(None, source, None)
+    if not origin.exists():
+        raise CliError(f"no database at {origin.describe()} (--from)")
+    goal = _target(None, destination, None)
+    with _progress() as progress:
+        tasks: dict[str, Any] = {}
+
+        def show(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = progress.add_task(f"copying {phase}", total=total)
+            progress.update(tasks[phase], completed=done, total=total)
+
+        report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=show)
+    if report.dangling_parents:
+        names = ", ".join(report.dangling_parents[:5])
+        err.print(
+            Text(
+                f"warning: {len(report.dangling_parents)} session(s) name a parent that is not "
+                f"in the source and were copied without it: {names}",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+    out.print(
+        Text(
+            f"copied {report.sessions_copied} of {report.sessions_total} session(s) and "
+            f"{report.messages_copied} of {report.messages_total} message(s) to "
+            f"{goal.describe()} (the rest were there already); verified: every session "
+            "is there with the same number of messages"
         )
     )
 

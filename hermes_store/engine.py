@@ -80,8 +80,15 @@ def is_lock_error(error: BaseException) -> bool:
 
 
 def create_store_engine(url: URL, policy: ContentionPolicy | None = None) -> Engine:
-    """An engine for ``url``; SQLite engines get the rules of this module."""
+    """An engine for ``url``; SQLite engines get the rules of this module.
+
+    PostgreSQL engines get theirs from :mod:`hermes_store.postgres`.
+    """
     policy = policy or ContentionPolicy()
+    if url.get_backend_name() == "postgresql":
+        from .postgres import create_postgresql_engine
+
+        return create_postgresql_engine(url, policy)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
     engine = create_engine(

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from .cjk_query import has_cjk, make_snippet, substring_query
+from .cjk_query import TRIGRAM, has_cjk, make_snippet, substring_query
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
@@ -25,6 +25,7 @@ from .errors import (
     TitleConflictError,
 )
 from .fts_query import query_items, sanitize_fts5_query
+from .postgres import retrying
 from .repositories.search import TRIGRAM_INDEX
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
@@ -95,6 +96,7 @@ class SessionDB:
     # ------------------------------------------------------------------
     # Session lifecycle
     # ------------------------------------------------------------------
+    @retrying
     def create_session(
         self,
         session_id: str,
@@ -124,22 +126,26 @@ class SessionDB:
             uow.sessions.add(**values)
         return session_id
 
+    @retrying
     def end_session(self, session_id: str, end_reason: str | None) -> None:
         text_arg("end_reason", end_reason, optional=True)
         self._write_to(
             session_id, lambda uow: uow.sessions.end(session_id, self._clock(), end_reason)
         )
 
+    @retrying
     def reopen_session(self, session_id: str) -> None:
         """Clear ``ended_at``/``end_reason`` so a resumed session counts as active."""
         self._write_to(session_id, lambda uow: uow.sessions.reopen(session_id))
 
+    @retrying
     def update_system_prompt(self, session_id: str, system_prompt: str | None) -> None:
         text_arg("system_prompt", system_prompt, optional=True)
         self._write_to(
             session_id, lambda uow: uow.sessions.set_system_prompt(session_id, system_prompt)
         )
 
+    @retrying
     def update_token_counts(
         self,
         session_id: str,
@@ -191,6 +197,7 @@ class SessionDB:
     def sanitize_title(title: str | None) -> str | None:
         return clean_title(title)
 
+    @retrying
     def set_session_title(self, session_id: str, title: str | None) -> bool:
         """Set (or, with an empty title, clear) a title unique among sessions."""
         text_arg("session_id", session_id)
@@ -242,6 +249,7 @@ class SessionDB:
     # ------------------------------------------------------------------
     # Messages
     # ------------------------------------------------------------------
+    @retrying
     def append_message(
         self,
         session_id: str,
@@ -264,6 +272,7 @@ class SessionDB:
                 raise SessionNotFoundError(session_id)
             return uow.messages.add(row)
 
+    @retrying
     def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append a whole turn in one transaction: every message and its counters, or none.
 
@@ -329,6 +338,7 @@ class SessionDB:
             conversation.append(message)
         return conversation
 
+    @retrying
     def clear_messages(self, session_id: str) -> None:
         """Delete a session's messages but keep the session, counters back to zero."""
 
@@ -363,8 +373,11 @@ class SessionDB:
     ) -> list[dict[str, Any]]:
         """Full-text search; each hit has a ``>>>snippet<<<`` and its neighbours as context.
 
-        A query the sanitizer cannot rescue, or one FTS5 still rejects, finds
-        nothing rather than raising: search input comes straight from people.
+        A query the sanitizer cannot rescue, or one the engine still rejects,
+        finds nothing rather than raising: search input comes straight from
+        people. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
+        bad tsquery as syntax_error 42601, a ProgrammingError, and one too big
+        to evaluate as 54001, an OperationalError.)
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
@@ -383,6 +396,10 @@ class SessionDB:
                 matches = self._ranked_matches(uow, query, items, filters)
             except OperationalError:
                 return []
+            except ProgrammingError as error:
+                if getattr(error.orig, "sqlstate", None) != "42601":
+                    raise
+                return []
             for match in matches:
                 match["context"] = uow.search.context(match["session_id"], match["id"])
         return matches
@@ -390,7 +407,7 @@ class SessionDB:
     def _ranked_matches(
         self, uow: UnitOfWork, query: str, items: list[str], filters: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """Word matches first (unicode61), then substring matches (trigram / LIKE).
+        """Word matches first (unicode61 / tsvector), then substring matches.
 
         A CJK query goes to the substring route only. Any other query asks the
         word index first; when that cannot fill the page, substring matches of
@@ -402,7 +419,7 @@ class SessionDB:
             return self._substring_matches(uow, items, filters, allow_scan=True)
         limit, offset = filters["limit"], filters["offset"]
         window = {**filters, "limit": offset + limit, "offset": 0}
-        words = uow.search.match(" ".join(items), **window)
+        words = uow.search.match(uow.search.word_query(items), **window)
         if len(words) == offset + limit:
             return words[offset:]
         seen = {match["id"] for match in words}
@@ -414,12 +431,23 @@ class SessionDB:
     def _substring_matches(
         uow: UnitOfWork, items: list[str], filters: dict[str, Any], *, allow_scan: bool
     ) -> list[dict[str, Any]]:
-        substring = substring_query(items)
+        """Substring matches: FTS5 trigram or LIKE on SQLite, ILIKE on PostgreSQL.
+
+        ``allow_scan=False`` keeps to what an index answers: terms of three or
+        more characters (the trigram table; pg_trgm for ILIKE on PostgreSQL).
+        """
+        postgresql = uow.search.postgresql
+        substring = (
+            substring_query(items, trigram=False, like="ILIKE")
+            if postgresql
+            else substring_query(items)
+        )
         if substring is None:
             return []
         if substring.fts is not None:
             return uow.search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
-        if not allow_scan:
+        indexed = postgresql and min(map(len, substring.needles)) >= TRIGRAM
+        if not (allow_scan or indexed):
             return []
         matches = uow.search.match(
             None,
@@ -505,6 +533,7 @@ class SessionDB:
                 messages = uow.messages.for_session(session["id"])
                 yield {**session, "messages": [_decoded(m) for m in messages]}
 
+    @retrying
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted."""
         days = number_arg("older_than_days", older_than_days)
@@ -515,6 +544,7 @@ class SessionDB:
         with self._store.write() as uow:
             return len(uow.sessions.prune(cutoff, source))
 
+    @retrying
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""
         text_arg("session_id", session_id)

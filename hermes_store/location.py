@@ -34,17 +34,23 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
     """Turn a path, a URL string, or nothing into the URL of the store.
 
     Order: the explicit argument, then ``$HERMES_STORE_URL``, then the
-    default file. A plain path (anything without ``://``) is a SQLite file.
+    default file. A plain path (anything without ``://``) is a SQLite file;
+    a bare ``postgresql://`` URL uses psycopg 3, the driver of the extra.
     """
     if target is None:
         env_url = os.environ.get(URL_ENV)
-        return make_url(env_url) if env_url else sqlite_url(default_db_path())
+        return _with_driver(make_url(env_url)) if env_url else sqlite_url(default_db_path())
     if isinstance(target, URL):
-        return target
+        return _with_driver(target)
     text = os.fspath(target)
     if "://" in text:
-        return make_url(text)
+        return _with_driver(make_url(text))
     return sqlite_url(text)
+
+
+def _with_driver(url: URL) -> URL:
+    """``postgresql://`` means psycopg 3 here (SQLAlchemy's default would be psycopg2)."""
+    return url.set(drivername="postgresql+psycopg") if url.drivername == "postgresql" else url
 
 
 def sqlite_file(url: URL) -> Path | None:

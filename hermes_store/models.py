@@ -9,10 +9,17 @@ source of the Core tables the repositories query.
 
 from __future__ import annotations
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, Text, text
+from sqlalchemy import REAL, BigInteger, ForeignKey, Index, Integer, Text, text
+from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 ZERO = text("0")
+
+# PostgreSQL's REAL is 4 bytes: an epoch timestamp would lose its seconds. The
+# store's floats are DOUBLE PRECISION there; SQLite's DDL stays the document's.
+FLOAT = REAL().with_variant(DOUBLE_PRECISION(), "postgresql")
+# ``messages.id`` is SQLite's 64-bit rowid; on PostgreSQL a BIGINT identity.
+MESSAGE_ID = Integer().with_variant(BigInteger(), "postgresql")
 
 
 class Base(DeclarativeBase):
@@ -46,8 +53,8 @@ class Session(Base):
     model_config: Mapped[str | None] = mapped_column(Text)
     system_prompt: Mapped[str | None] = mapped_column(Text)
     parent_session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
-    started_at: Mapped[float] = mapped_column(REAL, nullable=False)
-    ended_at: Mapped[float | None] = mapped_column(REAL)
+    started_at: Mapped[float] = mapped_column(FLOAT, nullable=False)
+    ended_at: Mapped[float | None] = mapped_column(FLOAT)
     end_reason: Mapped[str | None] = mapped_column(Text)
     message_count: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
     tool_call_count: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
@@ -59,8 +66,8 @@ class Session(Base):
     billing_provider: Mapped[str | None] = mapped_column(Text)
     billing_base_url: Mapped[str | None] = mapped_column(Text)
     billing_mode: Mapped[str | None] = mapped_column(Text)
-    estimated_cost_usd: Mapped[float | None] = mapped_column(REAL)
-    actual_cost_usd: Mapped[float | None] = mapped_column(REAL)
+    estimated_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
+    actual_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
     cost_status: Mapped[str | None] = mapped_column(Text)
     cost_source: Mapped[str | None] = mapped_column(Text)
     pricing_version: Mapped[str | None] = mapped_column(Text)
@@ -88,14 +95,14 @@ class Message(Base):
     # ``INTEGER PRIMARY KEY`` is the rowid alias and can never hold NULL, so the
     # mapping says NOT NULL (batched INSERT ... RETURNING relies on it) although
     # SQLite's table_info reports notnull=0 for it.
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[int] = mapped_column(MESSAGE_ID, primary_key=True)
     session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"), nullable=False)
     role: Mapped[str] = mapped_column(Text, nullable=False)
     content: Mapped[str | None] = mapped_column(Text)
     tool_call_id: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[str | None] = mapped_column(Text)
     tool_name: Mapped[str | None] = mapped_column(Text)
-    timestamp: Mapped[float] = mapped_column(REAL, nullable=False)
+    timestamp: Mapped[float] = mapped_column(FLOAT, nullable=False)
     token_count: Mapped[int | None] = mapped_column(Integer)
     finish_reason: Mapped[str | None] = mapped_column(Text)
     reasoning: Mapped[str | None] = mapped_column(Text)

@@ -21,6 +21,7 @@ from hermes_store.engine import create_store_engine
 from hermes_store.location import resolve_url, sqlite_file
 from hermes_store.migrate import prepare_database, sync_schema_version
 from hermes_store.models import Base
+from hermes_store.postgres import lock_schema
 from hermes_store.private_files import ensure_private_database
 
 config = context.config
@@ -45,6 +46,8 @@ def _run(connection: Connection) -> None:
         transactional_ddl=True,
     )
     with context.begin_transaction():
+        # PostgreSQL: one upgrader at a time (SQLite's BEGIN IMMEDIATE does this there).
+        lock_schema(connection)
         migration_context = context.get_context()
         prepare_database(migration_context, ScriptDirectory.from_config(config))
         context.run_migrations()

@@ -29,10 +29,12 @@ Call = Callable[[SessionDB], Any]
 
 
 # ----------------------------------------------------------------------
-# snapshot of the whole database, read with plain sqlite3
+# snapshot of the whole database: plain sqlite3 on SQLite, plain SQL on PostgreSQL
 # ----------------------------------------------------------------------
-def snapshot(db_path: Path) -> dict[str, Any]:
-    with closing(sqlite3.connect(db_path)) as connection:
+def snapshot(db: SessionDB) -> dict[str, Any]:
+    if db.db_path is None:
+        return _pg_snapshot(db)
+    with closing(sqlite3.connect(db.db_path)) as connection:
         tables = {
             name
             for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -43,14 +45,8 @@ def snapshot(db_path: Path) -> dict[str, Any]:
             ).fetchall(),
             "sessions": connection.execute("SELECT * FROM sessions ORDER BY id").fetchall(),
             "messages": connection.execute("SELECT * FROM messages ORDER BY id").fetchall(),
-            "counters": connection.execute(
-                "SELECT id, message_count, tool_call_count, input_tokens, output_tokens, "
-                "cache_read_tokens, cache_write_tokens, reasoning_tokens, "
-                "estimated_cost_usd, actual_cost_usd FROM sessions ORDER BY id"
-            ).fetchall(),
-            "real_counts": connection.execute(
-                "SELECT session_id, COUNT(*) FROM messages GROUP BY session_id ORDER BY 1"
-            ).fetchall(),
+            "counters": connection.execute(COUNTERS).fetchall(),
+            "real_counts": connection.execute(REAL_COUNTS).fetchall(),
             "fts_seedword": connection.execute(
                 "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'seedword' ORDER BY 1"
             ).fetchall(),
@@ -66,18 +62,53 @@ def snapshot(db_path: Path) -> dict[str, Any]:
     return state
 
 
+COUNTERS = (
+    "SELECT id, message_count, tool_call_count, input_tokens, output_tokens, "
+    "cache_read_tokens, cache_write_tokens, reasoning_tokens, "
+    "estimated_cost_usd, actual_cost_usd FROM sessions ORDER BY id"
+)
+REAL_COUNTS = "SELECT session_id, COUNT(*) FROM messages GROUP BY session_id ORDER BY 1"
+
+
+def _pg_snapshot(db: SessionDB) -> dict[str, Any]:
+    """The same picture of a PostgreSQL store, through a connection of its own."""
+    with db.store.engine.connect() as connection:
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(row) for row in connection.exec_driver_sql(sql)]
+
+        return {
+            "schema": rows(
+                "SELECT 'table', table_name, table_name, '' FROM information_schema.tables "
+                "WHERE table_schema = current_schema() UNION ALL "
+                "SELECT 'index', indexname, tablename, indexdef FROM pg_indexes "
+                "WHERE schemaname = current_schema() ORDER BY 1, 2"
+            ),
+            "sessions": rows("SELECT * FROM sessions ORDER BY id"),
+            "messages": rows("SELECT * FROM messages ORDER BY id"),
+            "counters": rows(COUNTERS),
+            "real_counts": rows(REAL_COUNTS),
+            "fts_seedword": rows(
+                "SELECT id FROM messages "
+                "WHERE to_tsvector('simple', LEFT(COALESCE(content, ''), 100000)) "
+                "@@ to_tsquery('simple', 'seedword') ORDER BY 1"
+            ),
+            "sequence": rows("SELECT last_value, is_called FROM messages_id_seq"),
+        }
+
+
 def assert_rejected(
-    db: SessionDB, db_path: Path, call: Call, error: type[BaseException] = InvalidInputError
+    db: SessionDB, call: Call, error: type[BaseException] = InvalidInputError
 ) -> BaseException:
-    before = snapshot(db_path)
+    before = snapshot(db)
     with pytest.raises(error) as caught:
         call(db)
-    assert snapshot(db_path) == before, "a rejected call changed the database"
+    assert snapshot(db) == before, "a rejected call changed the database"
     return caught.value
 
 
 @pytest.fixture
-def seeded(db: SessionDB, db_path: Path) -> SessionDB:
+def seeded(db: SessionDB) -> SessionDB:
     """A few sessions and messages, so that "unchanged" has something to compare."""
     db.create_session("s1", "cli", model="m1", model_config={"t": 0.5}, system_prompt="sp")
     db.set_session_title("s1", "Seed Title")
@@ -88,7 +119,7 @@ def seeded(db: SessionDB, db_path: Path) -> SessionDB:
     db.append_messages("s2", [{"role": "user", "content": "seedword again"}])
     db.update_token_counts("s1", input_tokens=10, output_tokens=5, estimated_cost_usd=0.01)
     db.end_session("s2", "compressed")
-    assert len(snapshot(db_path)["fts_seedword"]) == 3
+    assert len(snapshot(db)["fts_seedword"]) == 3
     return db
 
 
@@ -115,11 +146,9 @@ HOSTILE_IDS = [
 
 
 @pytest.mark.parametrize("hostile", HOSTILE_IDS)
-def test_hostile_ids_and_text_are_stored_literally(
-    seeded: SessionDB, db_path: Path, hostile: str
-) -> None:
+def test_hostile_ids_and_text_are_stored_literally(seeded: SessionDB, hostile: str) -> None:
     db = seeded
-    tables_before = {row[1] for row in snapshot(db_path)["schema"]}
+    tables_before = {row[1] for row in snapshot(seeded)["schema"]}
     s1_before = db.get_session("s1")
     s1_messages = db.get_messages("s1")
 
@@ -160,7 +189,7 @@ def test_hostile_ids_and_text_are_stored_literally(
     assert [h["session_id"] for h in hits] == [hostile]
 
     # nothing else was touched; no table was dropped
-    assert {row[1] for row in snapshot(db_path)["schema"]} == tables_before
+    assert {row[1] for row in snapshot(seeded)["schema"]} == tables_before
     assert db.get_session("s1") == s1_before
     assert db.get_messages("s1") == s1_messages
     assert db.session_count() == 5
@@ -175,9 +204,7 @@ def test_hostile_ids_and_text_are_stored_literally(
 
 
 @pytest.mark.parametrize("pattern", ["%", "_", "s%", "s_", "%1", "_1", "*", "s?"])
-def test_wildcard_ids_match_nothing_but_themselves(
-    seeded: SessionDB, db_path: Path, pattern: str
-) -> None:
+def test_wildcard_ids_match_nothing_but_themselves(seeded: SessionDB, pattern: str) -> None:
     db = seeded
     assert db.get_session(pattern) is None
     assert db.get_messages(pattern) == []
@@ -187,10 +214,10 @@ def test_wildcard_ids_match_nothing_but_themselves(
     assert db.get_session_by_title(pattern) is None
     assert db.resolve_session_by_title(pattern) is None
     assert db.session_count(pattern) == 0
-    before = snapshot(db_path)
+    before = snapshot(seeded)
     assert db.delete_session(pattern) is False
     assert db.prune_sessions(0, source=pattern) == 0
-    assert snapshot(db_path) == before
+    assert snapshot(seeded) == before
 
 
 @pytest.mark.parametrize(
@@ -251,15 +278,15 @@ HOSTILE_QUERIES = [
 
 @pytest.mark.parametrize("query", HOSTILE_QUERIES)
 def test_hostile_search_queries_return_a_list_and_change_nothing(
-    seeded: SessionDB, db_path: Path, query: str
+    seeded: SessionDB, query: str
 ) -> None:
-    before = snapshot(db_path)
+    before = snapshot(seeded)
     results = seeded.search_messages(query)
     assert isinstance(results, list)
     for result in results:
         assert result["session_id"] in {"s1", "s2"}
         assert ">>>" in result["snippet"] and "<<<" in result["snippet"]
-    assert snapshot(db_path) == before
+    assert snapshot(seeded) == before
 
 
 def test_hostile_queries_still_find_what_they_can(seeded: SessionDB) -> None:
@@ -330,6 +357,7 @@ def test_nul_and_control_characters_round_trip_exactly(db: SessionDB, db_path: P
     assert length == len(text.encode("utf-8"))
 
 
+@pytest.mark.sqlite_only("PostgreSQL text cannot hold U+0000; see the test below")
 def test_nul_inside_content_does_not_hide_the_rest_from_search(db: SessionDB) -> None:
     db.create_session("nul", "cli")
     message_id = db.append_message("nul", "user", "alphaword\x00omegaword")
@@ -337,6 +365,22 @@ def test_nul_inside_content_does_not_hide_the_rest_from_search(db: SessionDB) ->
     assert [r["id"] for r in db.search_messages("omegaword")] == [message_id]
 
 
+def test_nul_is_refused_by_postgresql_with_a_clear_error_and_nothing_written(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("nul", "cli")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.append_message("nul", "user", "alphaword\x00omegaword")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.create_session("id\x00tail", "cli")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.get_session("nul\x00")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.end_session("nul\x00", "gone")
+        assert db.get_session("nul")["message_count"] == 0
+        assert db.message_count() == 0 and db.session_count() == 1
+
+
+@pytest.mark.sqlite_only("PostgreSQL text cannot hold U+0000")
 def test_ids_with_nul_are_distinct_from_their_prefix(db: SessionDB) -> None:
     db.create_session("id\x00tail", "cli")
     db.append_message("id\x00tail", "user", "x")
@@ -447,8 +491,8 @@ SURROGATE_CALLS = [
 
 
 @pytest.mark.parametrize("call", SURROGATE_CALLS)
-def test_lone_surrogates_are_invalid_input(seeded: SessionDB, db_path: Path, call: Call) -> None:
-    error = assert_rejected(seeded, db_path, call)
+def test_lone_surrogates_are_invalid_input(seeded: SessionDB, call: Call) -> None:
+    error = assert_rejected(seeded, call)
     assert "surrogate" in str(error) or "Unicode" in str(error)
 
 
@@ -485,9 +529,7 @@ def _read_outcomes(db: SessionDB, session_id: Any) -> list[str]:
     return wrong
 
 
-def test_regression_read_methods_let_lone_surrogates_reach_the_driver(
-    seeded: SessionDB, db_path: Path
-) -> None:
+def test_regression_read_methods_let_lone_surrogates_reach_the_driver(seeded: SessionDB) -> None:
     """Regression (was a package bug): read methods taking a session id do not check it.
 
     ``get_session``, ``get_session_title``, ``get_messages``,
@@ -498,9 +540,9 @@ def test_regression_read_methods_let_lone_surrogates_reach_the_driver(
     Unicode"). Fix: hermes_store/facade.py, first line of each of these methods:
     ``text_arg("session_id", session_id)`` (``optional=True`` in ``message_count``).
     """
-    before = snapshot(db_path)
+    before = snapshot(seeded)
     wrong = _read_outcomes(seeded, LONE)
-    assert snapshot(db_path) == before
+    assert snapshot(seeded) == before
     assert wrong == []
 
 
@@ -516,15 +558,13 @@ def test_regression_read_methods_accept_an_int_session_id(seeded: SessionDB, db_
     raw = sqlite3.connect(db_path)  # the confusion is real: SQLite matches 123 to '123'
     assert raw.execute("SELECT COUNT(*) FROM sessions WHERE id = 123").fetchone() == (1,)
     raw.close()
-    before = snapshot(db_path)
+    before = snapshot(seeded)
     wrong = _read_outcomes(seeded, 123)
-    assert snapshot(db_path) == before
+    assert snapshot(seeded) == before
     assert wrong == []
 
 
-def test_regression_set_session_title_does_not_check_the_session_id(
-    seeded: SessionDB, db_path: Path
-) -> None:
+def test_regression_set_session_title_does_not_check_the_session_id(seeded: SessionDB) -> None:
     """Regression (was a package bug): ``set_session_title`` writes without checking ``session_id``.
 
     ``set_session_title(123, "T")`` sets the title of session ``"123"`` (TEXT
@@ -536,7 +576,7 @@ def test_regression_set_session_title_does_not_check_the_session_id(
     """
     problems = []
     for bad_id in (123, LONE):
-        before = snapshot(db_path)
+        before = snapshot(seeded)
         try:
             seeded.set_session_title(bad_id, "Type Confused")
         except InvalidInputError:
@@ -545,7 +585,7 @@ def test_regression_set_session_title_does_not_check_the_session_id(
             problems.append(f"{bad_id!r}: raised {type(error).__name__}")
         else:
             problems.append(f"{bad_id!r}: accepted")
-        if snapshot(db_path) != before:
+        if snapshot(seeded) != before:
             problems.append(f"{bad_id!r}: database changed")
     assert seeded.get_session_title("123") is None, problems
     assert problems == []
@@ -718,8 +758,8 @@ WRONG_TYPES = [
 
 
 @pytest.mark.parametrize("call", WRONG_TYPES)
-def test_wrong_types_are_invalid_input(seeded: SessionDB, db_path: Path, call: Call) -> None:
-    error = assert_rejected(seeded, db_path, call)
+def test_wrong_types_are_invalid_input(seeded: SessionDB, call: Call) -> None:
+    error = assert_rejected(seeded, call)
     assert isinstance(error, ValueError)
     assert str(error)  # names what was wrong
 
@@ -745,6 +785,12 @@ def test_int_id_does_not_reach_the_session_it_looks_like(seeded: SessionDB) -> N
 # ----------------------------------------------------------------------
 UNKNOWN_IDS = ["ghost", "S1", "s1 ", " s1", "s1\x00", "%", "s_", "' OR '1'='1", "", "*", "12"]
 
+
+def unknown_ids(db: SessionDB) -> list[str]:
+    """UNKNOWN_IDS this backend can look up: PostgreSQL refuses U+0000 (test_nul_is_refused...)."""
+    return [i for i in UNKNOWN_IDS if db.db_path is not None or "\x00" not in i]
+
+
 WRITES_TO: dict[str, Callable[[SessionDB, str], Any]] = {
     "end_session": lambda db, sid: db.end_session(sid, "user_exit"),
     "reopen_session": lambda db, sid: db.reopen_session(sid),
@@ -764,38 +810,36 @@ WRITES_TO: dict[str, Callable[[SessionDB, str], Any]] = {
 
 
 @pytest.mark.parametrize("method", sorted(WRITES_TO))
-def test_unknown_session_on_write_raises_not_found(
-    seeded: SessionDB, db_path: Path, method: str
-) -> None:
+def test_unknown_session_on_write_raises_not_found(seeded: SessionDB, method: str) -> None:
     write = WRITES_TO[method]
-    for unknown in UNKNOWN_IDS:
+    for unknown in unknown_ids(seeded):
         error = assert_rejected(
-            seeded, db_path, lambda db, sid=unknown: write(db, sid), SessionNotFoundError
+            seeded, lambda db, sid=unknown: write(db, sid), SessionNotFoundError
         )
         assert isinstance(error, LookupError)
         assert error.session_id == unknown
 
 
 @pytest.mark.parametrize("unknown", UNKNOWN_IDS)
-def test_delete_unknown_session_returns_false(
-    seeded: SessionDB, db_path: Path, unknown: str
-) -> None:
-    before = snapshot(db_path)
+def test_delete_unknown_session_returns_false(seeded: SessionDB, unknown: str) -> None:
+    if unknown not in unknown_ids(seeded):
+        assert_rejected(seeded, lambda db: db.delete_session(unknown))  # NUL on PostgreSQL
+        return
+    before = snapshot(seeded)
     assert seeded.delete_session(unknown) is False
-    assert snapshot(db_path) == before
+    assert snapshot(seeded) == before
 
 
-def test_create_with_unknown_parent_is_invalid_input(seeded: SessionDB, db_path: Path) -> None:
-    for unknown in UNKNOWN_IDS:
+def test_create_with_unknown_parent_is_invalid_input(seeded: SessionDB) -> None:
+    for unknown in UNKNOWN_IDS:  # a NUL in the parent id is invalid input on PostgreSQL too
         assert_rejected(
             seeded,
-            db_path,
             lambda db, sid=unknown: db.create_session("newborn", "cli", parent_session_id=sid),
         )
 
 
 def test_unknown_session_reads_are_empty(seeded: SessionDB) -> None:
-    for unknown in UNKNOWN_IDS:
+    for unknown in unknown_ids(seeded):
         assert seeded.get_session(unknown) is None
         assert seeded.get_session_title(unknown) is None
         assert seeded.get_messages(unknown) == []
@@ -826,15 +870,14 @@ UNSERIALIZABLE = [
 @pytest.mark.parametrize("value", UNSERIALIZABLE)
 @pytest.mark.parametrize("field", ["tool_calls", "reasoning_details", "codex_reasoning_items"])
 def test_unserializable_json_fields_are_invalid_input(
-    seeded: SessionDB, db_path: Path, field: str, value: Any
+    seeded: SessionDB, field: str, value: Any
 ) -> None:
     error = assert_rejected(
-        seeded, db_path, lambda db: db.append_message("s1", "assistant", "x", **{field: value})
+        seeded, lambda db: db.append_message("s1", "assistant", "x", **{field: value})
     )
     assert field in str(error)
     assert_rejected(
         seeded,
-        db_path,
         lambda db: db.append_messages(
             "s1", [{"role": "user", "content": "fine"}, {"role": "assistant", field: value}]
         ),
@@ -842,10 +885,8 @@ def test_unserializable_json_fields_are_invalid_input(
 
 
 @pytest.mark.parametrize("value", UNSERIALIZABLE)
-def test_unserializable_model_config_is_invalid_input(
-    seeded: SessionDB, db_path: Path, value: Any
-) -> None:
-    assert_rejected(seeded, db_path, lambda db: db.create_session("new", "cli", model_config=value))
+def test_unserializable_model_config_is_invalid_input(seeded: SessionDB, value: Any) -> None:
+    assert_rejected(seeded, lambda db: db.create_session("new", "cli", model_config=value))
     assert seeded.get_session("new") is None
 
 

@@ -1,16 +1,20 @@
-"""``check`` finds miscounted sessions and a stale FTS index, and repairs both."""
+"""``check`` finds miscounted sessions and a stale search index, and repairs both."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
 
 from hermes_store import SessionDB
 from hermes_store.check import check
 
 
-def _populated(db_path: Path) -> SessionDB:
-    db = SessionDB(db_path)
+def _populated(target: Any) -> SessionDB:
+    db = SessionDB(target)
     db.create_session("s1", "cli")
     db.append_message("s1", "user", "alpha bravo")
     db.append_message("s1", "assistant", "charlie", tool_calls=[{"id": "1"}, {"id": "2"}])
@@ -19,19 +23,30 @@ def _populated(db_path: Path) -> SessionDB:
     return db
 
 
-def test_healthy_store_reports_ok(db_path: Path) -> None:
-    db = _populated(db_path)
+def _behind_its_back(db: SessionDB, sql: str) -> None:
+    """Change the database on a connection of its own, as another program would."""
+    with db.store.engine.begin() as connection:
+        connection.execute(text(sql))
+
+
+def test_healthy_store_reports_ok(store_url: str) -> None:
+    db = _populated(store_url)
     report = check(db.store)
     assert report.ok
-    assert (report.integrity, report.fts, report.miscounted) == ([], None, [])
+    assert (report.integrity, report.foreign_keys, report.fts, report.miscounted) == (
+        [],
+        [],
+        None,
+        [],
+    )
     db.close()
 
 
-def test_miscounted_sessions_are_found_and_repaired(db_path: Path) -> None:
-    db = _populated(db_path)
-    raw = sqlite3.connect(db_path)
-    raw.execute("UPDATE sessions SET message_count = 7, tool_call_count = 0 WHERE id = 's1'")
-    raw.commit()
+def test_miscounted_sessions_are_found_and_repaired(store_url: str) -> None:
+    db = _populated(store_url)
+    _behind_its_back(
+        db, "UPDATE sessions SET message_count = 7, tool_call_count = 0 WHERE id = 's1'"
+    )
     report = check(db.store)
     assert not report.ok
     assert [(r["id"], r["real_messages"], r["real_tool_calls"]) for r in report.miscounted] == [
@@ -43,10 +58,10 @@ def test_miscounted_sessions_are_found_and_repaired(db_path: Path) -> None:
     session = db.get_session("s1")
     assert (session["message_count"], session["tool_call_count"]) == (2, 2)
     assert check(db.store).miscounted == []
-    raw.close()
     db.close()
 
 
+@pytest.mark.sqlite_only("FTS5 triggers and their integrity-check are SQLite's")
 def test_stale_fts_index_is_found_and_rebuilt(db_path: Path) -> None:
     db = _populated(db_path)
     raw = sqlite3.connect(db_path)
@@ -62,4 +77,28 @@ def test_stale_fts_index_is_found_and_rebuilt(db_path: Path) -> None:
     assert [hit["session_id"] for hit in db.search_messages("zulu")] == ["s1"]
     assert db.search_messages("alpha") == []
     raw.close()
+    db.close()
+
+
+def test_missing_postgresql_search_index_is_found_and_rebuilt(pg_url: Any) -> None:
+    db = _populated(pg_url)
+    _behind_its_back(db, "DROP INDEX idx_messages_fts")
+    report = check(db.store)
+    assert report.fts is not None and "idx_messages_fts" in report.fts and not report.ok
+    repaired = check(db.store, repair=True)
+    assert repaired.rebuilt_fts and repaired.ok
+    assert check(db.store).fts is None
+    assert [hit["session_id"] for hit in db.search_messages("alpha")] == ["s1"]
+    db.close()
+
+
+def test_postgresql_identity_behind_the_ids_is_found_and_moved(pg_url: Any) -> None:
+    db = _populated(pg_url)
+    _behind_its_back(db, "SELECT setval(pg_get_serial_sequence('messages', 'id'), 1)")
+    report = check(db.store)
+    assert not report.ok and "identity" in report.integrity[0]
+    repaired = check(db.store, repair=True)
+    assert repaired.ok and repaired.repaired_identity
+    assert check(db.store).integrity == []
+    assert db.append_message("s2", "user", "foxtrot") == 4
     db.close()

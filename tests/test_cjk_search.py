@@ -1,9 +1,9 @@
-"""Chinese, Japanese and Korean search finds what a LIKE scan finds, with the usual shape."""
+"""Chinese, Japanese and Korean search finds what a substring scan finds, with the usual shape.
+
+Every test but the pure helper one runs on SQLite and PostgreSQL (the ``db`` fixture).
+"""
 
 from __future__ import annotations
-
-import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -79,25 +79,24 @@ def cjk_db(db: SessionDB) -> SessionDB:
     return db
 
 
-def _like_scan(path: Path, term: str) -> set[int]:
-    """The reference: messages whose content contains every word of ``term``."""
-    connection = sqlite3.connect(path)
-    ids: set[int] | None = None
-    for word in term.split():
-        found = {
-            row[0]
-            for row in connection.execute(
-                "SELECT id FROM messages WHERE content LIKE ?", (f"%{word}%",)
-            )
-        }
-        ids = found if ids is None else ids & found
-    connection.close()
-    return ids or set()
+def _substring_scan(db: SessionDB, term: str) -> set[int]:
+    """The reference: messages whose content contains every word of ``term``.
+
+    Plain Python over every stored message, so it means the same on both
+    backends (case folded, as SQLite's LIKE and PostgreSQL's ILIKE do).
+    """
+    words = [word.casefold() for word in term.split()]
+    return {
+        message["id"]
+        for session_id in CONVERSATIONS
+        for message in db.get_messages(session_id)
+        if all(word in (message["content"] or "").casefold() for word in words)
+    }
 
 
 @pytest.mark.parametrize("term", TERMS)
-def test_recall_equals_a_like_scan(cjk_db: SessionDB, db_path: Path, term: str) -> None:
-    expected = _like_scan(db_path, term)
+def test_recall_equals_a_substring_scan(cjk_db: SessionDB, term: str) -> None:
+    expected = _substring_scan(cjk_db, term)
     assert expected, f"the corpus must contain {term!r}"
     found = {hit["id"] for hit in cjk_db.search_messages(term, limit=100)}
     assert found == expected
@@ -147,6 +146,17 @@ def test_boolean_operators_work_on_both_substring_routes(cjk_db: SessionDB) -> N
     ]
 
 
+def test_adjacent_terms_bind_before_not_on_every_route(cjk_db: SessionDB) -> None:
+    """``a NOT b c`` is ``a NOT (b AND c)`` (FTS5's grammar) on the LIKE route too."""
+    (first,) = [
+        h["id"] for h in cjk_db.search_messages("记忆断裂 问题") if h["session_id"] == "zh-1"
+    ]
+    # short terms (LIKE/ILIKE): the message with 压缩 and 分割 is excluded, the other kept
+    assert [h["id"] for h in cjk_db.search_messages("记忆 NOT 压缩 分割")] == [first]
+    # long terms (the trigram index on SQLite, ILIKE on PostgreSQL): the same answer
+    assert [h["id"] for h in cjk_db.search_messages("记忆断裂 NOT 上下文 分割了")] == [first]
+
+
 def test_messages_written_later_are_indexed(cjk_db: SessionDB) -> None:
     cjk_db.append_message("zh-2", "user", "新的消息提到量子计算")
     assert [h["session_id"] for h in cjk_db.search_messages("量子计算")] == ["zh-2"]
@@ -163,4 +173,11 @@ def test_query_routing_helpers() -> None:
     assert short is not None and short.fts is None
     assert short.like_params == {"p_like0": "%记忆%", "p_like1": "%断裂%"}
     assert substring_query(query_items("AND")) is None
+    # PostgreSQL: no FTS5 trigram table, every term is an ILIKE test (pg_trgm serves it)
+    on_pg = substring_query(query_items("记忆断裂 OR 服务端"), trigram=False, like="ILIKE")
+    assert on_pg is not None and on_pg.fts is None
+    assert on_pg.like_sql == (
+        "(m.content ILIKE :p_like0 ESCAPE '\\' OR m.content ILIKE :p_like1 ESCAPE '\\')"
+    )
+    assert on_pg.like_params == {"p_like0": "%记忆断裂%", "p_like1": "%服务端%"}
     assert make_snippet("abc 记忆 def", ["记忆"]) == "abc >>>记忆<<< def"

@@ -24,6 +24,10 @@ import pytest
 
 from hermes_store import SessionDB
 
+pytestmark = pytest.mark.sqlite_only(
+    "the command line on state.db files; on a PostgreSQL URL: test_pg_cli.py and test_copy.py"
+)
+
 REPO = Path(__file__).resolve().parents[1]
 OLD = 1_700_000_000.0  # Nov 2023: far older than any --older-than used below
 

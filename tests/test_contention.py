@@ -8,8 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hermes_store import SessionDB
 from hermes_store.migrate import HEAD_SCHEMA_VERSION
+
+pytestmark = pytest.mark.sqlite_only(
+    "SQLite's file lock and WAL; PostgreSQL: test_pg_contention.py"
+)
 
 WORKER = Path(__file__).with_name("contention_worker.py")
 WORKERS = 6

@@ -10,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from hermes_store import SessionDB, Store
 from hermes_store.check import check
+
+pytestmark = pytest.mark.sqlite_only("a SQLite file reopened after SIGKILLed writers")
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 WRITERS = 3

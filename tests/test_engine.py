@@ -16,6 +16,10 @@ from sqlalchemy import text
 from hermes_store import ContentionPolicy, SessionDB, Store, StoreLockedError
 from hermes_store.engine import is_lock_error
 
+pytestmark = pytest.mark.sqlite_only(
+    "the SQLite engine rules (WAL, BEGIN IMMEDIATE, checkpoints); PostgreSQL: test_pg_engine.py"
+)
+
 LOCK_HOLDER = Path(__file__).with_name("lock_holder.py")
 
 

@@ -28,30 +28,46 @@ DAY = 86400.0
 
 
 # ----------------------------------------------------------------------
-# helpers: look at the file with plain sqlite3, not through the package
+# helpers: look at the database with plain SQL, not through the package
+# (plain sqlite3 on a file; a connection of its own on PostgreSQL)
 # ----------------------------------------------------------------------
-def raw_rows(db_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    with closing(sqlite3.connect(db_path)) as connection:
+Target = Path | SessionDB
+
+
+def raw_rows(target: Target, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    path = target.db_path if isinstance(target, SessionDB) else target
+    if path is None:
+        assert isinstance(target, SessionDB)
+        with target.store.engine.connect() as connection:
+            result = connection.exec_driver_sql(sql.replace("?", "%s"), params)
+            return [dict(row) for row in result.mappings()]
+    with closing(sqlite3.connect(path)) as connection:
         connection.row_factory = sqlite3.Row
         return [dict(row) for row in connection.execute(sql, params)]
 
 
-def raw_session(db_path: Path, session_id: str) -> dict[str, Any] | None:
-    rows = raw_rows(db_path, "SELECT * FROM sessions WHERE id = ?", (session_id,))
+def raw_session(target: Target, session_id: str) -> dict[str, Any] | None:
+    rows = raw_rows(target, "SELECT * FROM sessions WHERE id = ?", (session_id,))
     return rows[0] if rows else None
 
 
-def raw_message_count(db_path: Path, session_id: str | None = None) -> int:
+def raw_message_count(target: Target, session_id: str | None = None) -> int:
     if session_id is None:
-        return raw_rows(db_path, "SELECT COUNT(*) AS n FROM messages")[0]["n"]
+        return raw_rows(target, "SELECT COUNT(*) AS n FROM messages")[0]["n"]
     sql = "SELECT COUNT(*) AS n FROM messages WHERE session_id = ?"
-    return raw_rows(db_path, sql, (session_id,))[0]["n"]
+    return raw_rows(target, sql, (session_id,))[0]["n"]
 
 
-def fts_rowids(db_path: Path, fts_query: str) -> set[int]:
-    """Rowids the FTS index itself returns for ``fts_query`` (bypassing the facade)."""
-    sql = "SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ?"
-    return {row["id"] for row in raw_rows(db_path, sql, (fts_query,))}
+def fts_rowids(target: Target, word: str) -> set[int]:
+    """Ids the word index itself returns for ``word`` (bypassing the facade)."""
+    if isinstance(target, SessionDB) and target.db_path is None:
+        sql = (
+            "SELECT id FROM messages WHERE to_tsvector('simple', COALESCE(content, '')) "
+            "@@ to_tsquery('simple', ?)"
+        )
+    else:
+        sql = "SELECT rowid AS id FROM messages_fts WHERE messages_fts MATCH ?"
+    return {row["id"] for row in raw_rows(target, sql, (word,))}
 
 
 def counters(db: SessionDB, session_id: str) -> tuple[int, int]:
@@ -139,7 +155,7 @@ def test_db_path_and_store_together_are_refused(db_path: Path, tmp_path: Path) -
 # ----------------------------------------------------------------------
 # create_session
 # ----------------------------------------------------------------------
-def test_create_session_stores_every_field(db: SessionDB, db_path: Path, clock: Any) -> None:
+def test_create_session_stores_every_field(db: SessionDB, clock: Any) -> None:
     config = {"temperature": 0.2, "max_tokens": 4096, "tools": ["terminal", "web"], "n": None}
     before = clock.now
     returned = db.create_session(
@@ -174,7 +190,7 @@ def test_create_session_stores_every_field(db: SessionDB, db_path: Path, clock: 
     assert session["estimated_cost_usd"] is None and session["actual_cost_usd"] is None
     assert session["title"] is None
     # model_config is stored as JSON text, as documented
-    raw = raw_session(db_path, "sess_abc123")
+    raw = raw_session(db, "sess_abc123")
     assert isinstance(raw["model_config"], str)
     assert json.loads(raw["model_config"]) == config
 
@@ -193,9 +209,7 @@ def test_create_session_with_parent_records_lineage(db: SessionDB) -> None:
     assert db.get_session("parent")["parent_session_id"] is None
 
 
-def test_duplicate_id_raises_session_exists_and_changes_nothing(
-    db: SessionDB, db_path: Path
-) -> None:
+def test_duplicate_id_raises_session_exists_and_changes_nothing(db: SessionDB) -> None:
     db.create_session("dup", "cli", model="first", system_prompt="original")
     db.append_message("dup", "user", "hello")
     before = db.get_session("dup")
@@ -204,7 +218,7 @@ def test_duplicate_id_raises_session_exists_and_changes_nothing(
     assert isinstance(caught.value, ValueError)
     assert db.get_session("dup") == before
     assert db.session_count() == 1
-    assert raw_message_count(db_path, "dup") == 1
+    assert raw_message_count(db, "dup") == 1
 
 
 def test_parent_pointing_nowhere_is_invalid_input(db: SessionDB) -> None:
@@ -417,14 +431,14 @@ def test_update_token_counts_unknown_session(db: SessionDB) -> None:
 # ----------------------------------------------------------------------
 # append_message / get_messages
 # ----------------------------------------------------------------------
-def test_append_message_returns_id_and_bumps_counters(db: SessionDB, db_path: Path) -> None:
+def test_append_message_returns_id_and_bumps_counters(db: SessionDB) -> None:
     db.create_session("am", "cli")
     first = db.append_message("am", "user", "hello")
     second = db.append_message("am", "assistant", "hi")
     assert isinstance(first, int) and isinstance(second, int)
     assert second > first
     assert counters(db, "am") == (2, 0)
-    ids = [row["id"] for row in raw_rows(db_path, "SELECT id FROM messages ORDER BY id")]
+    ids = [row["id"] for row in raw_rows(db, "SELECT id FROM messages ORDER BY id")]
     assert ids == [first, second]
 
 
@@ -461,9 +475,7 @@ def test_regression_tuple_of_tool_calls_counts_one(db: SessionDB) -> None:
     assert counters(db, "tuple") == (1, 2)
 
 
-def test_append_message_stores_every_field_and_decodes_json(
-    db: SessionDB, db_path: Path, clock: Any
-) -> None:
+def test_append_message_stores_every_field_and_decodes_json(db: SessionDB, clock: Any) -> None:
     db.create_session("fields", "cli")
     tool_calls = [{"id": "call_1", "function": {"name": "terminal", "arguments": '{"cmd": "ls"}'}}]
     reasoning_details = [{"type": "reasoning.text", "text": "step 1", "signature": "abc"}]
@@ -497,7 +509,7 @@ def test_append_message_stores_every_field_and_decodes_json(
     assert message["codex_reasoning_items"] == codex_items
     assert before < message["timestamp"] <= clock.now
     # on disk the JSON fields are JSON text
-    (raw,) = raw_rows(db_path, "SELECT * FROM messages WHERE id = ?", (message_id,))
+    (raw,) = raw_rows(db, "SELECT * FROM messages WHERE id = ?", (message_id,))
     for field, value in (
         ("tool_calls", tool_calls),
         ("reasoning_details", reasoning_details),
@@ -525,11 +537,11 @@ def test_append_message_minimal_leaves_optional_fields_null(db: SessionDB) -> No
         assert message[field] is None, field
 
 
-def test_append_message_unknown_session_writes_nothing(db: SessionDB, db_path: Path) -> None:
+def test_append_message_unknown_session_writes_nothing(db: SessionDB) -> None:
     db.create_session("real", "cli")
     with pytest.raises(SessionNotFoundError):
         db.append_message("ghost", "user", "lost")
-    assert raw_message_count(db_path) == 0
+    assert raw_message_count(db) == 0
     assert counters(db, "real") == (0, 0)
 
 
@@ -572,11 +584,11 @@ def test_append_messages_writes_a_turn(db: SessionDB) -> None:
     assert counters(db, "turn") == (5, 2)
 
 
-def test_append_messages_empty_batch_writes_nothing(db: SessionDB, db_path: Path) -> None:
+def test_append_messages_empty_batch_writes_nothing(db: SessionDB) -> None:
     db.create_session("empty", "cli")
     assert db.append_messages("empty", []) == []
     assert counters(db, "empty") == (0, 0)
-    assert raw_message_count(db_path) == 0
+    assert raw_message_count(db) == 0
 
 
 @pytest.mark.parametrize(
@@ -602,9 +614,7 @@ def test_append_messages_empty_batch_writes_nothing(db: SessionDB, db_path: Path
         "not-a-dict",
     ],
 )
-def test_append_messages_one_bad_message_writes_nothing(
-    db: SessionDB, db_path: Path, bad: Any
-) -> None:
+def test_append_messages_one_bad_message_writes_nothing(db: SessionDB, bad: Any) -> None:
     db.create_session("atomic", "cli")
     db.append_message("atomic", "user", "before")
     batch = [
@@ -617,8 +627,8 @@ def test_append_messages_one_bad_message_writes_nothing(
         db.append_messages("atomic", batch)
     assert [m["content"] for m in db.get_messages("atomic")] == ["before"]
     assert counters(db, "atomic") == (1, 0)
-    assert raw_message_count(db_path) == 1
-    assert fts_rowids(db_path, "good") == set()
+    assert raw_message_count(db) == 1
+    assert fts_rowids(db, "good") == set()
 
 
 def test_append_messages_failure_inside_the_transaction_rolls_back_everything(
@@ -649,10 +659,10 @@ def test_append_messages_failure_inside_the_transaction_rolls_back_everything(
     assert counters(db, "mid") == (2, 0)
 
 
-def test_append_messages_unknown_session_writes_nothing(db: SessionDB, db_path: Path) -> None:
+def test_append_messages_unknown_session_writes_nothing(db: SessionDB) -> None:
     with pytest.raises(SessionNotFoundError):
         db.append_messages("ghost", [{"role": "user", "content": "x"}])
-    assert raw_message_count(db_path) == 0
+    assert raw_message_count(db) == 0
 
 
 # ----------------------------------------------------------------------
@@ -717,7 +727,7 @@ def test_conversation_of_unknown_or_empty_session_is_empty(db: SessionDB) -> Non
 # ----------------------------------------------------------------------
 # clear_messages / delete_session
 # ----------------------------------------------------------------------
-def test_clear_messages_keeps_session_and_resets_counters(db: SessionDB, db_path: Path) -> None:
+def test_clear_messages_keeps_session_and_resets_counters(db: SessionDB) -> None:
     db.create_session("clr", "cli", model="m", system_prompt="sp")
     db.set_session_title("clr", "Clear Me")
     db.create_session("other", "cli")
@@ -731,10 +741,10 @@ def test_clear_messages_keeps_session_and_resets_counters(db: SessionDB, db_path
     assert session["title"] == "Clear Me" and session["model"] == "m"
     assert counters(db, "clr") == (0, 0)
     assert db.get_messages("clr") == []
-    assert raw_message_count(db_path, "clr") == 0
+    assert raw_message_count(db, "clr") == 0
     hits = db.search_messages("zebracorn")
     assert [h["session_id"] for h in hits] == ["other"]
-    assert len(fts_rowids(db_path, "zebracorn")) == 1
+    assert len(fts_rowids(db, "zebracorn")) == 1
     # the other session is untouched, and the cleared one takes new messages
     assert counters(db, "other") == (1, 0)
     db.append_message("clr", "user", "fresh start")
@@ -746,7 +756,7 @@ def test_clear_messages_unknown_session(db: SessionDB) -> None:
         db.clear_messages("ghost")
 
 
-def test_delete_session_removes_messages_and_orphans_children(db: SessionDB, db_path: Path) -> None:
+def test_delete_session_removes_messages_and_orphans_children(db: SessionDB) -> None:
     db.create_session("root", "cli")
     db.create_session("kid1", "cli", parent_session_id="root")
     db.create_session("kid2", "cli", parent_session_id="root")
@@ -755,14 +765,14 @@ def test_delete_session_removes_messages_and_orphans_children(db: SessionDB, db_
     db.append_message("kid1", "user", "quokkaword in kid")
     assert db.delete_session("root") is True
     assert db.get_session("root") is None
-    assert raw_message_count(db_path, "root") == 0
+    assert raw_message_count(db, "root") == 0
     for kid in ("kid1", "kid2"):
         assert db.get_session(kid) is not None
         assert db.get_session(kid)["parent_session_id"] is None
     assert db.get_session("grandkid")["parent_session_id"] == "kid1"
     assert [m["content"] for m in db.get_messages("kid1")] == ["quokkaword in kid"]
     assert [h["session_id"] for h in db.search_messages("quokkaword")] == ["kid1"]
-    assert len(fts_rowids(db_path, "quokkaword")) == 1
+    assert len(fts_rowids(db, "quokkaword")) == 1
     assert db.delete_session("root") is False
     assert db.delete_session("never-existed") is False
     assert db.session_count() == 3
@@ -786,14 +796,14 @@ def _old_and_new_sessions(db: SessionDB, clock: Any) -> None:
     db.end_session("new_ended", "done")
 
 
-def test_prune_deletes_only_old_ended_sessions(db: SessionDB, db_path: Path, clock: Any) -> None:
+def test_prune_deletes_only_old_ended_sessions(db: SessionDB, clock: Any) -> None:
     _old_and_new_sessions(db, clock)
     assert db.prune_sessions(older_than_days=90) == 2
     remaining = {s["id"] for s in db.search_sessions(limit=100)}
     assert remaining == {"old_active", "child_of_old", "new_ended"}
     assert db.get_session("child_of_old")["parent_session_id"] is None
-    assert raw_message_count(db_path, "old_ended") == 0
-    assert raw_message_count(db_path, "old_ended_tg") == 0
+    assert raw_message_count(db, "old_ended") == 0
+    assert raw_message_count(db, "old_ended_tg") == 0
     assert [h["session_id"] for h in db.search_messages("wombatword")] == ["new_ended"]
     assert db.prune_sessions(older_than_days=90) == 0
 
@@ -977,6 +987,15 @@ def test_token_usage_by_model(db: SessionDB) -> None:
     assert by_model["model-a"]["total_cost"] == pytest.approx(0.3)
     assert by_model["model-b"]["session_count"] == 1
     assert by_model["model-b"]["total_cost"] == pytest.approx(1.5)
+
+
+def test_models_without_a_known_cost_come_last_on_every_backend(db: SessionDB) -> None:
+    # SQLite sorts NULL last in DESC order, PostgreSQL first; NULLS LAST keeps SQLite's.
+    db.create_session("free", "cli", model="model-free")
+    db.create_session("paid", "cli", model="model-paid")
+    db.update_token_counts("free", input_tokens=7)
+    db.update_token_counts("paid", input_tokens=1, estimated_cost_usd=0.5)
+    assert [u["model"] for u in db.token_usage_by_model()] == ["model-paid", "model-free"]
 
 
 def test_top_sessions_by_tokens(db: SessionDB) -> None:

@@ -53,6 +53,10 @@ from tests.legacy_schema import (
     snapshot,
 )
 
+pytestmark = pytest.mark.sqlite_only(
+    "adoption of state.db files the old sqlite3 code wrote; PostgreSQL: test_pg_schema.py"
+)
+
 REPO = Path(__file__).resolve().parent.parent
 V6_SESSION_COLUMNS = session_columns(6)
 V6_MESSAGE_COLUMNS = message_columns(6)

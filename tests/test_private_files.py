@@ -12,6 +12,8 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.private_files import UnsafeDatabasePathError
 
+pytestmark = pytest.mark.sqlite_only("file permissions of state.db and its -wal/-shm")
+
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)

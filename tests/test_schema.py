@@ -42,6 +42,10 @@ from tests.legacy_schema import (
     build_legacy_db,
 )
 
+pytestmark = pytest.mark.sqlite_only(
+    "compares with the design document's SQLite DDL; PostgreSQL: test_pg_schema.py"
+)
+
 V6_REVISION = "0006"
 DOCUMENTED_TABLES = ("schema_version", "sessions", "messages")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,12 @@ from hermes_store import (
 from hermes_store.titles import MAX_TITLE_LENGTH, clean_title
 
 
-def raw_titles(db_path: Path) -> dict[str, str | None]:
-    with closing(sqlite3.connect(db_path)) as connection:
+def raw_titles(db: SessionDB) -> dict[str, str | None]:
+    """Titles as stored, read on a connection of the test's own (plain sqlite3 on a file)."""
+    if db.db_path is None:
+        with db.store.engine.connect() as connection:
+            return dict(connection.exec_driver_sql("SELECT id, title FROM sessions").all())
+    with closing(sqlite3.connect(db.db_path)) as connection:
         return dict(connection.execute("SELECT id, title FROM sessions"))
 
 
@@ -73,13 +76,13 @@ def test_clean_title(raw: str | None, cleaned: str | None) -> None:
 
 @pytest.mark.parametrize(("raw", "cleaned"), CLEANING)
 def test_set_session_title_stores_the_cleaned_title(
-    db: SessionDB, db_path: Path, raw: str | None, cleaned: str | None
+    db: SessionDB, raw: str | None, cleaned: str | None
 ) -> None:
     db.create_session("s", "cli")
     db.set_session_title("s", "placeholder")
     assert db.set_session_title("s", raw) is True
     assert db.get_session_title("s") == cleaned
-    assert raw_titles(db_path)["s"] == cleaned
+    assert raw_titles(db)["s"] == cleaned
 
 
 def test_exactly_max_length_is_accepted(db: SessionDB) -> None:
@@ -124,7 +127,7 @@ def test_empty_title_clears_and_frees_the_title(db: SessionDB) -> None:
 # ----------------------------------------------------------------------
 # uniqueness
 # ----------------------------------------------------------------------
-def test_title_unique_across_sessions(db: SessionDB, db_path: Path) -> None:
+def test_title_unique_across_sessions(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     db.create_session("s2", "cli")
     db.set_session_title("s1", "Fix Docker Build")
@@ -132,7 +135,7 @@ def test_title_unique_across_sessions(db: SessionDB, db_path: Path) -> None:
     with pytest.raises(TitleConflictError) as caught:
         db.set_session_title("s2", "Fix Docker Build")
     assert isinstance(caught.value, ValueError)
-    assert raw_titles(db_path) == {"s1": "Fix Docker Build", "s2": "Something Else"}
+    assert raw_titles(db) == {"s1": "Fix Docker Build", "s2": "Something Else"}
 
 
 @pytest.mark.parametrize(
@@ -155,23 +158,23 @@ def test_same_session_may_reset_its_own_title(db: SessionDB) -> None:
     assert db.get_session_title("s1") == "Mine"
 
 
-def test_null_titles_may_repeat(db: SessionDB, db_path: Path) -> None:
+def test_null_titles_may_repeat(db: SessionDB) -> None:
     for i in range(4):
         db.create_session(f"s{i}", "cli")
     db.set_session_title("s0", "Only Titled")
     db.set_session_title("s1", None)
     db.set_session_title("s2", "")
     db.set_session_title("s3", "\u200b")
-    assert raw_titles(db_path) == {"s0": "Only Titled", "s1": None, "s2": None, "s3": None}
+    assert raw_titles(db) == {"s0": "Only Titled", "s1": None, "s2": None, "s3": None}
 
 
-def test_set_title_of_unknown_session(db: SessionDB, db_path: Path) -> None:
+def test_set_title_of_unknown_session(db: SessionDB) -> None:
     db.create_session("real", "cli")
     with pytest.raises(SessionNotFoundError):
         db.set_session_title("ghost", "Anything")
     with pytest.raises(SessionNotFoundError):
         db.set_session_title("ghost", None)
-    assert raw_titles(db_path) == {"real": None}
+    assert raw_titles(db) == {"real": None}
     assert db.get_session_title("ghost") is None
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from hermes_store import SessionDB, Store
 from hermes_store.migrate import downgrade, upgrade
 from tests.legacy_schema import build_legacy_db
+
+pytestmark = pytest.mark.sqlite_only("the FTS5 trigram table of revision 0007")
 
 TRIGRAM_OBJECTS = {
     ("table", "messages_fts_trigram"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from typing import Any
 
 from sqlalchemy import text
@@ -28,6 +30,59 @@ _MISCOUNTED = text(
     f"SELECT * FROM ({_REAL_COUNTS}) AS c "
     "WHERE stored_messages != real_messages OR stored_tool_calls != real_tool_calls"
 )
+
+# PostgreSQL: the message counts in SQL; tool calls are counted in Python by the
+# same rule (a cast of a malformed JSON text would abort the whole check there).
+_PG_MESSAGE_COUNTS = text(
+    """
+    SELECT s.id,
+           COALESCE(s.message_count, 0) AS stored_messages,
+           COALESCE(s.tool_call_count, 0) AS stored_tool_calls,
+           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS real_messages
+    FROM sessions s ORDER BY s.id
+    """
+)
+_PG_TOOL_CALLS = text(
+    "SELECT session_id, tool_calls FROM messages WHERE tool_calls IS NOT NULL AND tool_calls <> ''"
+)
+_PG_ORPHANS = text(
+    """
+    SELECT 'messages' AS "table", m.id::text AS rowid, 'sessions' AS parent
+    FROM messages m WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = m.session_id)
+    UNION ALL
+    SELECT 'sessions', c.id, 'sessions' FROM sessions c
+    WHERE c.parent_session_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = c.parent_session_id)
+    """
+)
+# The identity must stay ahead of the ids already used (a copy inserts explicit ids).
+_PG_IDENTITY_SEQUENCE = text("SELECT pg_get_serial_sequence('messages', 'id')")
+_PG_MAX_MESSAGE_ID = text("SELECT MAX(id) FROM messages")
+# The search indexes revisions 0001 and 0007 build on PostgreSQL, with their DDL.
+PG_SEARCH_INDEXES = {
+    "idx_messages_fts": "CREATE INDEX idx_messages_fts ON messages "
+    "USING GIN (to_tsvector('simple', LEFT(COALESCE(content, ''), 100000)))",
+    "idx_messages_content_trgm": "CREATE INDEX idx_messages_content_trgm ON messages "
+    "USING GIN (content gin_trgm_ops)",
+}
+_PG_INDEX_STATE = text(
+    """
+    SELECT c.relname, i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+    WHERE c.relnamespace = current_schema()::regnamespace
+      AND c.relname IN ('idx_messages_fts', 'idx_messages_content_trgm')
+    """
+)
+
+
+def tool_call_total(raw: str) -> int:
+    """A stored ``tool_calls`` text's count: a JSON array counts its items, else one."""
+    try:
+        decoded = json.loads(raw)
+    except ValueError:
+        return 1
+    return len(decoded) if isinstance(decoded, list) else 1
+
+
 _REPAIR_COUNTERS = text(
     "UPDATE sessions SET message_count = :real_messages, tool_call_count = :real_tool_calls "
     "WHERE id = :id"
@@ -35,21 +90,50 @@ _REPAIR_COUNTERS = text(
 
 
 class MaintenanceRepository:
-    """Checks and repairs; SQLite-specific, like the FTS5 index they check."""
+    """Checks and repairs, each in the dialect's own terms.
+
+    SQLite: ``PRAGMA integrity_check`` and ``foreign_key_check``, FTS5's
+    ``integrity-check``. PostgreSQL has no page check reachable from SQL
+    without the ``amcheck`` extension (the server's checksums and the DBA's
+    tools own that), so there "integrity" means what can break this store's
+    data: a ``messages.id`` identity behind the ids in use (after a copy with
+    explicit ids); foreign keys are recounted with anti-joins; "FTS" means the
+    two search indexes exist and are valid, and repairing rebuilds them.
+    """
 
     def __init__(self, connection: Connection) -> None:
         self._c = connection
+        self._sqlite = connection.dialect.name == "sqlite"
 
     def integrity_problems(self) -> list[str]:
+        if not self._sqlite:
+            sequence = self._c.execute(_PG_IDENTITY_SEQUENCE).scalar_one()
+            last, called = self._c.exec_driver_sql(
+                f"SELECT last_value, is_called FROM {sequence}"
+            ).one()
+            upcoming = last + 1 if called else last
+            largest = self._c.execute(_PG_MAX_MESSAGE_ID).scalar()
+            if largest is not None and upcoming <= largest:
+                return [
+                    f"messages.id identity would hand out {upcoming}, not above the largest "
+                    f"id {largest}: the next append would collide (check --repair moves it)"
+                ]
+            return []
         rows = self._c.exec_driver_sql("PRAGMA integrity_check").scalars().all()
         return [] if rows == ["ok"] else [str(row) for row in rows]
 
     def foreign_key_problems(self) -> list[dict[str, Any]]:
+        if not self._sqlite:
+            return [dict(row) for row in self._c.execute(_PG_ORPHANS).mappings()]
         rows = self._c.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [{"table": r[0], "rowid": r[1], "parent": r[2]} for r in rows]
 
     def fts_problem(self) -> str | None:
         """None when the FTS index agrees with ``messages``, else SQLite's complaint."""
+        if not self._sqlite:
+            state = dict(self._c.execute(_PG_INDEX_STATE).all())
+            bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
+            return f"search index missing or invalid: {', '.join(bad)}" if bad else None
         try:
             self._c.exec_driver_sql(
                 "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"
@@ -59,11 +143,43 @@ class MaintenanceRepository:
         return None
 
     def miscounted_sessions(self) -> list[dict[str, Any]]:
-        return [dict(row) for row in self._c.execute(_MISCOUNTED).mappings()]
+        if self._sqlite:
+            return [dict(row) for row in self._c.execute(_MISCOUNTED).mappings()]
+        calls: Counter[str] = Counter()
+        for session_id, raw in self._c.execute(_PG_TOOL_CALLS):
+            calls[session_id] += tool_call_total(raw)
+        wrong = []
+        for row in self._c.execute(_PG_MESSAGE_COUNTS).mappings():
+            counted = {**row, "real_tool_calls": calls[row["id"]]}
+            if (counted["stored_messages"], counted["stored_tool_calls"]) != (
+                counted["real_messages"],
+                counted["real_tool_calls"],
+            ):
+                wrong.append(counted)
+        return wrong
+
+    def repair_identity(self) -> None:
+        """Move the ``messages.id`` identity past the largest id (PostgreSQL only)."""
+        if not self._sqlite:
+            advance_message_identity(self._c)
 
     def repair_counters(self, rows: list[dict[str, Any]]) -> None:
         if rows:
             self._c.execute(_REPAIR_COUNTERS, rows)
 
     def rebuild_fts(self) -> None:
-        self._c.exec_driver_sql("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+        if self._sqlite:
+            self._c.exec_driver_sql("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+            return
+        self._c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        for name, ddl in PG_SEARCH_INDEXES.items():
+            self._c.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+            self._c.exec_driver_sql(ddl)
+
+
+def advance_message_identity(connection: Connection) -> None:
+    """PostgreSQL: the next ``messages.id`` handed out will be above every id in use."""
+    connection.exec_driver_sql(
+        "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
+        "COALESCE((SELECT MAX(id) FROM messages), 0) + 1, false)"
+    )

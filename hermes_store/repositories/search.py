@@ -1,4 +1,8 @@
-"""Full-text search over messages through the FTS5 index, with context."""
+"""Full-text search over messages, with context: FTS5 on SQLite, tsvector on PostgreSQL.
+
+The statements are the dialect's own; the rows they return have the same
+columns on both, and :class:`SearchRepository` picks by ``connection.dialect``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ from typing import Any
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
+
+from ..pg_query import tsquery_text
+from .search_pg import word_statement
 
 CONTEXT_CHARS = 200
 
@@ -37,6 +44,29 @@ _CONTEXT = text(
     """
 )
 
+# PostgreSQL before 16 wants an alias on every subquery in FROM, and a
+# parenthesised ORDER BY ... LIMIT inside UNION ALL: the same neighbours as
+# _CONTEXT, written that way.
+_CONTEXT_PG = text(
+    f"""
+    SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
+        (SELECT m.id, m.role, m.content, m.timestamp FROM messages m
+            JOIN messages hit ON hit.id = :p_id
+            WHERE m.session_id = :p_session AND m.timestamp <= hit.timestamp
+              AND (m.timestamp < hit.timestamp OR m.id < hit.id)
+            ORDER BY m.timestamp DESC, m.id DESC LIMIT 1)
+        UNION ALL
+        SELECT id, role, content, timestamp FROM messages WHERE id = :p_id
+        UNION ALL
+        (SELECT m.id, m.role, m.content, m.timestamp FROM messages m
+            JOIN messages hit ON hit.id = :p_id
+            WHERE m.session_id = :p_session AND m.timestamp >= hit.timestamp
+              AND (m.timestamp > hit.timestamp OR m.id > hit.id)
+            ORDER BY m.timestamp, m.id LIMIT 1)
+    ) AS neighbourhood
+    ORDER BY timestamp, id
+    """
+)
 
 FTS_INDEX = "messages_fts"
 TRIGRAM_INDEX = "messages_fts_trigram"
@@ -83,10 +113,20 @@ def _match_statement(
 
 
 class SearchRepository:
-    """Queries the FTS5 index; callers pass an already sanitized FTS5 query."""
+    """Runs the dialect's search statements; callers pass an already sanitized query."""
 
     def __init__(self, connection: Connection) -> None:
         self._c = connection
+        self.postgresql = connection.dialect.name == "postgresql"
+        """True on PostgreSQL: word queries are tsquery texts, no FTS5 trigram table."""
+
+    def word_query(self, items: list[str]) -> str:
+        """Sanitized query items (fts_query.query_items) in this dialect's syntax.
+
+        An FTS5 MATCH expression on SQLite, a ``to_tsquery('simple', ...)``
+        text on PostgreSQL; :meth:`match` with the word index takes either.
+        """
+        return tsquery_text(items) if self.postgresql else " ".join(items)
 
     def match(
         self,
@@ -101,15 +141,24 @@ class SearchRepository:
         limit: int = 20,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Matches best first; raises the driver's OperationalError on bad FTS5 syntax.
+        """Matches best first; raises the driver's error on a query the engine rejects.
 
         ``index`` is the FTS5 table (unicode61 by default, or the trigram one);
         ``index=None`` with ``like_sql``/``like_params`` runs a substring scan,
-        whose ``snippet`` column then holds the whole content.
+        whose ``snippet`` column then holds the whole content. On PostgreSQL
+        the default ``index`` means the tsvector GIN index and ``fts_query``
+        is a :meth:`word_query` text; there is no trigram table (substring
+        search is ``index=None`` with ILIKE, served by pg_trgm).
         """
-        statement = _match_statement(
-            index, like_sql, bool(sources), bool(excluded_sources), bool(roles)
-        )
+        filtered = (bool(sources), bool(excluded_sources), bool(roles))
+        if not self.postgresql:
+            statement = _match_statement(index, like_sql, *filtered)
+        elif index == FTS_INDEX:
+            statement = word_statement(*filtered)
+        elif index is None:
+            statement = _match_statement(None, like_sql, *filtered)
+        else:
+            raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
         params: dict[str, Any] = {"p_query": fts_query, "p_limit": limit, "p_offset": offset}
         params.update(like_params or {})
         if sources:
@@ -122,5 +171,6 @@ class SearchRepository:
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
-        rows = self._c.execute(_CONTEXT, {"p_session": session_id, "p_id": message_id})
+        statement = _CONTEXT_PG if self.postgresql else _CONTEXT
+        rows = self._c.execute(statement, {"p_session": session_id, "p_id": message_id})
         return [dict(row) for row in rows.mappings()]

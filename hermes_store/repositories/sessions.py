@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import REAL, Integer, Text, bindparam, case, delete, func, insert, select, text
+from sqlalchemy import Integer, Text, bindparam, case, cast, delete, func, insert, select, text
 from sqlalchemy import update as sql_update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
-from ..models import messages_table, sessions_table
+from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
 
 S = sessions_table
@@ -49,7 +49,8 @@ def _by_id() -> Any:
 
 def _add_if_given(name: str) -> Any:
     """Costs are NULL until known; adding an unknown (None) cost leaves them as they are."""
-    given = _p(name, REAL)
+    # A CAST, because PostgreSQL cannot type a bare ``$n IS NULL`` parameter.
+    given = cast(_p(name), FLOAT)
     return case((given.is_(None), S.c[name]), else_=func.coalesce(S.c[name], 0) + given)
 
 
@@ -76,7 +77,7 @@ _ADD_USAGE = _by_id().values(
 _SET_USAGE = _by_id().values(
     model=func.coalesce(S.c.model, _p("model", Text)),
     **{name: _p(name, Integer) for name in TOKEN_COUNTERS},
-    **{name: func.coalesce(_p(name, REAL), S.c[name]) for name in COST_FIELDS},
+    **{name: func.coalesce(_p(name, FLOAT), S.c[name]) for name in COST_FIELDS},
     **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},
 )
 _TITLE_OWNER = select(S.c.id).where(S.c.title == _p("title"), S.c.id != _p("id"))
@@ -90,7 +91,8 @@ _ORPHAN_CHILDREN = (
 _DELETE = delete(S).where(S.c.id == _p("id"))
 _DELETE_MESSAGES = delete(M).where(M.c.session_id == _p("id"))
 
-# The documented queries, kept in the document's SQL so they can be checked against it.
+# The documented queries, kept in the document's SQL so they can be checked against it
+# (plus ``NULLS LAST``, SQLite's order for NULL in DESC, which PostgreSQL reverses).
 _ANCESTORS = text(
     """
     WITH RECURSIVE lineage AS (
@@ -143,7 +145,7 @@ _TOKENS_BY_MODEL = text(
     FROM sessions
     WHERE model IS NOT NULL
     GROUP BY model
-    ORDER BY total_cost DESC
+    ORDER BY total_cost DESC NULLS LAST
     """
 )
 _TOP_BY_TOKENS = text(
@@ -151,7 +153,7 @@ _TOP_BY_TOKENS = text(
     SELECT id, title, model, input_tokens + output_tokens AS total_tokens,
            estimated_cost_usd
     FROM sessions
-    ORDER BY total_tokens DESC
+    ORDER BY total_tokens DESC NULLS LAST
     LIMIT :p_limit
     """
 )
@@ -173,6 +175,7 @@ _ALL = Prepared(
         """
     )
 )
+_NO_LIMIT = 2**62
 _COUNT = _sourced("SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)")
 
 # Prune: ended sessions started before the cutoff, optionally of one source.
@@ -285,7 +288,15 @@ class SessionRepository:
         return self._rows(_RECENT, params)
 
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
-        params = {"p_source": source, "p_limit": limit, "p_offset": offset}
+        """Sessions newest first; a negative ``limit`` means all of them.
+
+        PostgreSQL refuses SQLite's ``LIMIT -1``; a huge limit means the same on both.
+        """
+        params = {
+            "p_source": source,
+            "p_limit": limit if limit >= 0 else _NO_LIMIT,
+            "p_offset": offset,
+        }
         return self._rows(_LIST, params)
 
     def all(self, source: str | None) -> list[dict[str, Any]]:

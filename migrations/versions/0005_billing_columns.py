@@ -11,6 +11,7 @@ Revises: 0004
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
 
 from hermes_store.migration_ops import add_missing_columns, drop_columns, set_schema_version
 
@@ -22,6 +23,7 @@ depends_on = None
 
 def upgrade() -> None:
     zero = sa.text("0")
+    money = sa.REAL().with_variant(DOUBLE_PRECISION(), "postgresql")  # PostgreSQL REAL: 4 bytes
     add_missing_columns(
         "sessions",
         sa.Column("cache_read_tokens", sa.Integer(), server_default=zero),
@@ -30,8 +32,8 @@ def upgrade() -> None:
         sa.Column("billing_provider", sa.Text()),
         sa.Column("billing_base_url", sa.Text()),
         sa.Column("billing_mode", sa.Text()),
-        sa.Column("estimated_cost_usd", sa.REAL()),
-        sa.Column("actual_cost_usd", sa.REAL()),
+        sa.Column("estimated_cost_usd", money),
+        sa.Column("actual_cost_usd", money),
         sa.Column("cost_status", sa.Text()),
         sa.Column("cost_source", sa.Text()),
         sa.Column("pricing_version", sa.Text()),

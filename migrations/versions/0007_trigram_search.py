@@ -8,6 +8,12 @@ characters. It has its own three triggers and is back-filled here from the
 existing rows. The old ``sqlite3`` code ignores tables it does not know, and
 checks ``schema_version < N`` only, so it keeps reading a version 7 file.
 
+On PostgreSQL the same revision enables ``pg_trgm`` and builds a trigram GIN
+index on ``messages.content``, which serves ``content ILIKE '%term%'`` for
+any substring (CJK included); PostgreSQL keeps it in step by itself. The
+downgrade drops the index but leaves the extension, which other schemas of
+the database may use.
+
 Revision ID: 0007
 Revises: 0006
 """
@@ -54,12 +60,22 @@ END
 }
 
 
+PG_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
+PG_INDEX = (
+    "CREATE INDEX IF NOT EXISTS idx_messages_content_trgm ON messages "
+    "USING GIN (content gin_trgm_ops)"
+)
+
+
 def upgrade() -> None:
     if is_sqlite():
         op.execute(TABLE)
         for ddl in TRIGGERS.values():
             op.execute(ddl)
         op.execute("INSERT INTO messages_fts_trigram(messages_fts_trigram) VALUES ('rebuild')")
+    else:
+        op.execute(PG_EXTENSION)
+        op.execute(PG_INDEX)
     set_schema_version(7)
 
 
@@ -68,4 +84,6 @@ def downgrade() -> None:
         for name in TRIGGERS:
             op.execute(f"DROP TRIGGER IF EXISTS {name}")
         op.execute("DROP TABLE IF EXISTS messages_fts_trigram")
+    else:
+        op.execute("DROP INDEX IF EXISTS idx_messages_content_trgm")
     set_schema_version(6)

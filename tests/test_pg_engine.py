@@ -1,0 +1,94 @@
+"""The PostgreSQL rules of hermes_store.postgres: snapshots, read-only readers, patience."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import InternalError
+from sqlalchemy.pool import NullPool
+
+from hermes_store import InvalidInputError, SessionDB, StoreLockedError
+from hermes_store.engine import ContentionPolicy
+
+
+@pytest.fixture
+def other(pg_url: Any) -> Any:
+    """A plain connection of another client, outside the store."""
+    engine = create_engine(pg_url, poolclass=NullPool)
+    connection = engine.connect()
+    yield connection
+    connection.close()
+    engine.dispose()
+
+
+def test_a_read_unit_sees_one_snapshot(pg_url: Any, other: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+        with db.store.read() as uow:
+            assert uow.messages.count() == 0
+            with other.begin():
+                other.execute(
+                    text(
+                        "INSERT INTO messages (session_id, role, timestamp) "
+                        "VALUES ('s', 'user', 1.0)"
+                    )
+                )
+            assert uow.messages.count() == 0, "a committed write appeared mid-unit"
+        assert db.message_count() == 1
+
+
+def test_a_read_unit_cannot_write(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+        with pytest.raises(InternalError, match="read-only"), db.store.read() as uow:
+            uow.sessions.bump_counters("s", 1, 0)
+        assert db.get_session("s")["message_count"] == 0
+
+
+def test_a_row_lock_held_past_patience_raises_store_locked_and_writes_nothing(
+    pg_url: Any, other: Any
+) -> None:
+    with SessionDB(pg_url, policy=ContentionPolicy(patience_s=0.5)) as db:
+        db.create_session("s", "cli")
+        with other.begin():
+            other.execute(text("SELECT * FROM sessions WHERE id = 's' FOR UPDATE"))
+            with pytest.raises(StoreLockedError, match="stayed locked"):
+                db.append_message("s", "user", "blocked")
+        assert db.message_count() == 0
+        assert db.get_session("s")["message_count"] == 0
+        db.append_message("s", "user", "free again")
+        assert db.message_count() == 1
+
+
+def test_per_unit_patience_overrides_the_policy(pg_url: Any, other: Any) -> None:
+    with SessionDB(pg_url) as db:  # 30 s by default
+        db.create_session("s", "cli")
+        with other.begin():
+            other.execute(text("SELECT * FROM sessions WHERE id = 's' FOR UPDATE"))
+            with (
+                pytest.raises(StoreLockedError, match=r"locked .* for 0\.30 s"),
+                db.store.write(patience_s=0.3) as uow,
+            ):
+                uow.sessions.bump_counters("s", 1, 0)
+        assert db.get_session("s")["message_count"] == 0
+
+
+def test_a_counter_past_32_bits_is_invalid_input_and_writes_nothing(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+        db.update_token_counts("s", input_tokens=2**31 - 10)
+        with pytest.raises(InvalidInputError, match="out of range"):
+            db.update_token_counts("s", input_tokens=100, output_tokens=1)
+        session = db.get_session("s")
+        assert (session["input_tokens"], session["output_tokens"]) == (2**31 - 10, 0)
+
+
+def test_a_bare_postgresql_url_uses_psycopg_3(pg_url: Any) -> None:
+    bare = pg_url.set(drivername="postgresql").render_as_string(hide_password=False)
+    assert bare.startswith("postgresql://")
+    with SessionDB(bare) as db:
+        assert db.store.url.drivername == "postgresql+psycopg"
+        db.create_session("s", "cli")
+        assert db.session_count() == 1
