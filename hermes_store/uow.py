@@ -27,6 +27,8 @@ from .connections import ThreadConnections
 from .engine import PATIENCE_OPTION, READ_OPTION, run_due_checkpoint
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 
+_UNSET = object()
+
 
 class UnitOfWork:
     """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``."""
@@ -54,9 +56,11 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         connection, self._kept = self._connections.acquire()
         try:
-            # Both options are set every time: a kept connection still carries
-            # the previous unit's (execution_options changes it in place).
-            connection.execution_options(**self._options)
+            # A kept connection carries the previous unit's options (they are
+            # set in place); both are set whenever they differ from this unit's.
+            current = connection.get_execution_options()
+            if any(current.get(key, _UNSET) != value for key, value in self._options.items()):
+                connection.execution_options(**self._options)
             self._transaction = connection.begin()
         except BaseException:
             self._connections.release(connection, self._kept)
