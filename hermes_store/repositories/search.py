@@ -10,17 +10,20 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from ..pg_query import tsquery_text
+from .search_filters import filter_sql
 from .search_pg import word_statement
 
 CONTEXT_CHARS = 200
 
 # Neighbours in the session's own order (timestamp, id), found through
 # idx_messages_session: "the previous message" needs no sort of the session.
+# Every subquery is aliased, which PostgreSQL before 16 requires and SQLite
+# accepts, so one statement serves both.
 _CONTEXT = text(
     f"""
     SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
@@ -29,7 +32,7 @@ _CONTEXT = text(
             JOIN messages hit ON hit.id = :p_id
             WHERE m.session_id = :p_session AND m.timestamp <= hit.timestamp
               AND (m.timestamp < hit.timestamp OR m.id < hit.id)
-            ORDER BY m.timestamp DESC, m.id DESC LIMIT 1)
+            ORDER BY m.timestamp DESC, m.id DESC LIMIT 1) AS earlier
         UNION ALL
         SELECT id, role, content, timestamp FROM messages WHERE id = :p_id
         UNION ALL
@@ -38,31 +41,7 @@ _CONTEXT = text(
             JOIN messages hit ON hit.id = :p_id
             WHERE m.session_id = :p_session AND m.timestamp >= hit.timestamp
               AND (m.timestamp > hit.timestamp OR m.id > hit.id)
-            ORDER BY m.timestamp, m.id LIMIT 1)
-    ) AS neighbourhood
-    ORDER BY timestamp, id
-    """
-)
-
-# PostgreSQL before 16 wants an alias on every subquery in FROM, and a
-# parenthesised ORDER BY ... LIMIT inside UNION ALL: the same neighbours as
-# _CONTEXT, written that way.
-_CONTEXT_PG = text(
-    f"""
-    SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
-        (SELECT m.id, m.role, m.content, m.timestamp FROM messages m
-            JOIN messages hit ON hit.id = :p_id
-            WHERE m.session_id = :p_session AND m.timestamp <= hit.timestamp
-              AND (m.timestamp < hit.timestamp OR m.id < hit.id)
-            ORDER BY m.timestamp DESC, m.id DESC LIMIT 1)
-        UNION ALL
-        SELECT id, role, content, timestamp FROM messages WHERE id = :p_id
-        UNION ALL
-        (SELECT m.id, m.role, m.content, m.timestamp FROM messages m
-            JOIN messages hit ON hit.id = :p_id
-            WHERE m.session_id = :p_session AND m.timestamp >= hit.timestamp
-              AND (m.timestamp > hit.timestamp OR m.id > hit.id)
-            ORDER BY m.timestamp, m.id LIMIT 1)
+            ORDER BY m.timestamp, m.id LIMIT 1) AS later
     ) AS neighbourhood
     ORDER BY timestamp, id
     """
@@ -82,17 +61,7 @@ def _match_statement(
     scan of ``messages`` with the boolean ``like_sql`` (see cjk_query), whose
     snippet is made in Python from the returned content.
     """
-    filters = []
-    expanding = []
-    if sources:
-        filters.append("AND s.source IN :p_sources")
-        expanding.append(bindparam("p_sources", expanding=True))
-    if excluded:
-        filters.append("AND s.source NOT IN :p_excluded")
-        expanding.append(bindparam("p_excluded", expanding=True))
-    if roles:
-        filters.append("AND m.role IN :p_roles")
-        expanding.append(bindparam("p_roles", expanding=True))
+    filters, expanding = filter_sql(sources, excluded, roles)
     columns = """m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name,
                s.source, s.model, s.started_at AS session_started"""
     if index is not None:
@@ -105,7 +74,7 @@ def _match_statement(
         SELECT {columns.format(snippet=snippet)}
         FROM {source}
         JOIN sessions s ON s.id = m.session_id
-        WHERE {where} {" ".join(filters)}
+        WHERE {where} {filters}
         ORDER BY {order}
         LIMIT :p_limit OFFSET :p_offset
     """
@@ -171,6 +140,5 @@ class SearchRepository:
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
-        statement = _CONTEXT_PG if self.postgresql else _CONTEXT
-        rows = self._c.execute(statement, {"p_session": session_id, "p_id": message_id})
+        rows = self._c.execute(_CONTEXT, {"p_session": session_id, "p_id": message_id})
         return [dict(row) for row in rows.mappings()]

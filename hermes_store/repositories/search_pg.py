@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 from sqlalchemy.sql.elements import TextClause
+
+from .search_filters import filter_sql
 
 # The index covers the first WORD_INDEX_CHARS characters (revision 0001: a
 # tsvector cannot exceed 1 MB); the headline reads no further either, which
@@ -43,17 +45,7 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     and is the costly part. The headline is one fragment; ``...`` is added on
     a side where the content goes on, as FTS5's snippet() does.
     """
-    filters = []
-    expanding = []
-    if sources:
-        filters.append("AND s.source IN :p_sources")
-        expanding.append(bindparam("p_sources", expanding=True))
-    if excluded:
-        filters.append("AND s.source NOT IN :p_excluded")
-        expanding.append(bindparam("p_excluded", expanding=True))
-    if roles:
-        filters.append("AND m.role IN :p_roles")
-        expanding.append(bindparam("p_roles", expanding=True))
+    filters, expanding = filter_sql(sources, excluded, roles)
     sql = f"""
         SELECT m.id, m.session_id, m.role,
                CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
@@ -68,7 +60,7 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
             SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
             FROM messages m
             JOIN sessions s ON s.id = m.session_id
-            WHERE {TSVECTOR} @@ {TSQUERY} {" ".join(filters)}
+            WHERE {TSVECTOR} @@ {TSQUERY} {filters}
             ORDER BY rank DESC, m.id DESC
             LIMIT :p_limit OFFSET :p_offset
         ) AS page

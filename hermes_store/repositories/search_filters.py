@@ -1,0 +1,27 @@
+"""The optional filters of a search statement, shared by the SQLite and PostgreSQL forms.
+
+Each combination of filters is its own prebuilt statement (an ``IN`` list is
+an expanding parameter), so the filter text and its parameters are made in
+one place and both dialects' statement builders splice them in.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam
+from sqlalchemy.sql.elements import BindParameter
+
+
+def filter_sql(sources: bool, excluded: bool, roles: bool) -> tuple[str, list[BindParameter]]:
+    """(``AND ...`` conditions on ``s.source``/``m.role``, their expanding parameters)."""
+    conditions = []
+    expanding = []
+    if sources:
+        conditions.append("AND s.source IN :p_sources")
+        expanding.append(bindparam("p_sources", expanding=True))
+    if excluded:
+        conditions.append("AND s.source NOT IN :p_excluded")
+        expanding.append(bindparam("p_excluded", expanding=True))
+    if roles:
+        conditions.append("AND m.role IN :p_roles")
+        expanding.append(bindparam("p_roles", expanding=True))
+    return " ".join(conditions), expanding
