@@ -13,6 +13,8 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.migrate import HEAD_SCHEMA_VERSION
 
+from .processes import open_at_once
+
 pytestmark = pytest.mark.sqlite_only(
     "SQLite's file lock and WAL; PostgreSQL: test_pg_contention.py"
 )
@@ -79,26 +81,9 @@ def test_six_writer_processes_lose_nothing(db_path: Path, tmp_path: Path) -> Non
 
 def test_processes_opening_a_new_file_at_once_all_get_the_schema(tmp_path: Path) -> None:
     db_path = tmp_path / "fresh" / "state.db"
-    go_file = tmp_path / "go"
-    go_file.touch()
-    # No shared session exists yet, so each worker creates it first if needed:
-    # here the workers only race on opening (migrating) the brand-new file.
-    script = (
-        "import sys; from hermes_store import SessionDB;"
-        "db = SessionDB(sys.argv[1]); db.create_session('s' + sys.argv[2], 'cli');"
-        "db.append_message('s' + sys.argv[2], 'user', 'hello'); db.close()"
-    )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, str(db_path), str(n)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(WORKERS)
-    ]
-    for proc in procs:
-        _out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
+    # No shared session exists yet: the workers only race on opening
+    # (migrating) the brand-new file.
+    open_at_once(str(db_path), WORKERS)
     raw = sqlite3.connect(db_path)
     assert raw.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == WORKERS
     assert raw.execute("SELECT version FROM schema_version").fetchall() == [(HEAD_SCHEMA_VERSION,)]

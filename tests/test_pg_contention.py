@@ -22,6 +22,8 @@ from hermes_store.migrate import HEAD_SCHEMA_VERSION
 from hermes_store.postgres import retrying
 from hermes_store.store import Store
 
+from .processes import open_at_once
+
 WORKER = Path(__file__).with_name("contention_worker.py")
 WORKERS = 6
 APPENDS = 40
@@ -72,20 +74,7 @@ def test_processes_opening_an_empty_postgresql_database_at_once_all_get_the_sche
     pg_fresh_url: Any,
 ) -> None:
     url = pg_fresh_url().render_as_string(hide_password=False)
-    script = (
-        "import sys; from hermes_store import SessionDB;"
-        "db = SessionDB(sys.argv[1]); db.create_session('s' + sys.argv[2], 'cli');"
-        "db.append_message('s' + sys.argv[2], 'user', 'hello'); db.close()"
-    )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, url, str(n)], stderr=subprocess.PIPE, text=True
-        )
-        for n in range(WORKERS)
-    ]
-    for proc in procs:
-        _out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
+    open_at_once(url, WORKERS)
     with Store(url) as store, store.read() as uow:
         assert uow.sessions.count() == WORKERS
         versions = uow.connection.execute(text("SELECT version FROM schema_version")).all()
