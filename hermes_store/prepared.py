@@ -20,7 +20,7 @@ SQLAlchemy's exception classes either way, so callers catch one family.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,23 +69,6 @@ class Prepared:
         cursor = self._run_sqlite(connection, params)
         keys = [column[0] for column in cursor.description]
         return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
-
-    def iter_dicts(
-        self, connection: Connection, params: Mapping[str, Any]
-    ) -> Iterator[dict[str, Any]]:
-        """Like :meth:`dicts`, fetched in batches so a large result never sits in memory."""
-        if connection.dialect.name != "sqlite":
-            result = connection.execution_options(yield_per=500).execute(
-                self.statement, dict(params)
-            )
-            for row in result.mappings():
-                yield dict(row)
-            return
-        cursor = self._run_sqlite(connection, params)
-        keys = [column[0] for column in cursor.description]
-        while batch := cursor.fetchmany(500):
-            for row in batch:
-                yield dict(zip(keys, row, strict=True))
 
     def first(self, connection: Connection, params: Mapping[str, Any]) -> dict[str, Any] | None:
         found = self.dicts(connection, params)

@@ -62,7 +62,6 @@ def test_prepared_answers_like_sqlalchemy(db_path: Path) -> None:
             )
             assert prepared.first(uow.connection, {"p_source": "none"}) is None
             assert prepared.scalar(uow.connection, {"p_source": "cli"}) == "a"
-            assert list(prepared.iter_dicts(uow.connection, {"p_source": "cli"})) == fast
 
 
 def test_prepared_applies_bind_processors_and_literal_values(db: SessionDB) -> None:

@@ -6,7 +6,7 @@ Append and read-back are the agent's hot paths, so their statements are
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select
@@ -69,10 +69,6 @@ class MessageRepository:
 
     def for_session(self, session_id: str) -> list[dict[str, Any]]:
         return _FOR_SESSION.dicts(self._c, {"p_id": session_id})
-
-    def iter_for_session(self, session_id: str) -> Iterator[dict[str, Any]]:
-        """The session's messages in order, fetched in batches (for exports)."""
-        return _FOR_SESSION.iter_dicts(self._c, {"p_id": session_id})
 
     def conversation_rows(self, session_id: str) -> list[dict[str, Any]]:
         return _CONVERSATION.dicts(self._c, {"p_id": session_id})

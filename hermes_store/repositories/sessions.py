@@ -175,7 +175,6 @@ _ALL = Prepared(
         """
     )
 )
-_NO_LIMIT = 2**62
 _COUNT = _sourced("SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)")
 
 # Prune: ended sessions started before the cutoff, optionally of one source.
@@ -288,15 +287,8 @@ class SessionRepository:
         return self._rows(_RECENT, params)
 
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
-        """Sessions newest first; a negative ``limit`` means all of them.
-
-        PostgreSQL refuses SQLite's ``LIMIT -1``; a huge limit means the same on both.
-        """
-        params = {
-            "p_source": source,
-            "p_limit": limit if limit >= 0 else _NO_LIMIT,
-            "p_offset": offset,
-        }
+        """One page of sessions, newest first (``all`` gives every one, unpaged)."""
+        params = {"p_source": source, "p_limit": limit, "p_offset": offset}
         return self._rows(_LIST, params)
 
     def all(self, source: str | None) -> list[dict[str, Any]]:
