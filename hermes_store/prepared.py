@@ -111,11 +111,14 @@ class Prepared:
         if not compiled.positional or compiled.positiontup is None:
             raise TypeError(f"SQLite compiles positionally, not as {dialect.paramstyle}")
         names = tuple(compiled.positiontup)
+        binds = [compiled.binds[name] for name in names]
         processors = tuple(
-            compiled.binds[name].type.dialect_impl(dialect).bind_processor(dialect)
-            for name in names
+            bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds
         )
-        binds = {name: compiled.binds[name] for name in names}
-        fixed = {name: bind.effective_value for name, bind in binds.items() if not bind.required}
+        fixed = {
+            name: bind.effective_value
+            for name, bind in zip(names, binds, strict=True)
+            if not bind.required
+        }
         self._sqlite = _SqliteForm(compiled.string, names, processors, fixed)
         return self._sqlite

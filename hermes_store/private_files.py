@@ -42,15 +42,16 @@ def _refuse_unsafe(path: Path) -> int | None:
 
 def ensure_private_database(path: Path) -> None:
     """Create ``path`` 0600 if missing, else tighten it and its sidecars to 0600."""
-    if _refuse_unsafe(path) is None:
+    mode = _refuse_unsafe(path)
+    if mode is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
         except FileExistsError:  # another process created it first
-            _refuse_unsafe(path)
+            mode = _refuse_unsafe(path)
         else:
-            os.close(fd)
-    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SIDECARS)):
-        mode = _refuse_unsafe(candidate)
-        if mode is not None and mode & 0o077:
-            os.chmod(candidate, mode & PRIVATE_MODE)
+            os.close(fd)  # ours, made 0600: nothing to tighten
+    sidecars = [Path(f"{path}{suffix}") for suffix in SIDECARS]
+    for candidate, candidate_mode in [(path, mode), *((s, _refuse_unsafe(s)) for s in sidecars)]:
+        if candidate_mode is not None and candidate_mode & 0o077:
+            os.chmod(candidate, candidate_mode & PRIVATE_MODE)
