@@ -12,7 +12,7 @@ The rules come from the design document and from field reports:
   budget runs out -- jitter breaks the convoy of writers retrying in step;
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
   never blocks, so the ``-wal`` file does not grow without bound (run by the
-  unit of work right after its commit, see :func:`run_due_checkpoint`).
+  unit of work right after its commit, see :func:`after_write_commit`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ PATIENCE_OPTION = "hermes_patience"
 """Execution option: seconds this transaction may wait for the write lock."""
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
-_CHECKPOINT_DUE = "hermes_checkpoint_due"
+_CHECKPOINT_CLOCK = "hermes_checkpoint_clock"
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: st
     clock = _CheckpointClock(policy.checkpoint_every)
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+    def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
         # Autocommit at the driver level: transactions begin only in _on_begin.
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout = {int(policy.busy_timeout_ms)}")
@@ -129,40 +129,33 @@ def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: st
         if str(mode).lower() != "wal":
             # Asking only when needed keeps the open of a current database read-only.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
+        # The connection's record carries the engine's clock to after_write_commit.
+        record.info[_CHECKPOINT_CLOCK] = clock
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         options = connection.get_execution_options()
         dbapi_connection = connection.connection.dbapi_connection
         if options.get(READ_OPTION):
-            connection.info["hermes_writing"] = False
             dbapi_connection.execute("BEGIN")
             return
         patience = options.get(PATIENCE_OPTION)
         if patience is None:
             patience = policy.patience_s
         _begin_immediate(dbapi_connection, policy, float(patience), database)
-        connection.info["hermes_writing"] = True
-
-    @event.listens_for(engine, "commit")
-    def _on_commit(connection: Connection) -> None:
-        # Fires before the COMMIT itself: the checkpoint waits for run_due_checkpoint.
-        if connection.info.pop("hermes_writing", False) and clock.tick():
-            connection.info[_CHECKPOINT_DUE] = True
-
-    @event.listens_for(engine, "rollback")
-    def _on_rollback(connection: Connection) -> None:
-        connection.info.pop("hermes_writing", None)
 
 
-def run_due_checkpoint(connection: Connection) -> None:
-    """After a commit: the PASSIVE checkpoint, if this commit was the Nth write.
+def after_write_commit(connection: Connection) -> None:
+    """After a write unit's commit: every Nth one runs the PASSIVE checkpoint.
 
     Called by the unit of work once its transaction has committed (a
-    checkpoint inside the transaction could not copy its pages). PASSIVE
-    never waits for readers or writers; on other backends nothing is ever due.
+    checkpoint inside the transaction could not copy its pages), rather than
+    from a ``commit`` event, which fires before the COMMIT and would cost an
+    event dispatch on every unit. PASSIVE never waits for readers or writers;
+    other backends have no clock, so nothing is ever due there.
     """
-    if connection.info.pop(_CHECKPOINT_DUE, False):
+    clock = connection.info.get(_CHECKPOINT_CLOCK)
+    if clock is not None and clock.tick():
         dbapi_connection = connection.connection.driver_connection
         dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 

@@ -289,7 +289,7 @@ class SessionDB:
                 raise InvalidInputError(
                     f"messages[{index}] must be a dict, got {type(message).__name__}"
                 )
-            unknown = set(message) - set(_APPEND_ARGUMENTS)
+            unknown = message.keys() - _APPEND_ARGUMENTS
             if unknown:
                 raise InvalidInputError(
                     f"messages[{index}] has unknown fields: {', '.join(sorted(unknown))}"
@@ -598,15 +598,17 @@ class SessionDB:
         )
 
 
-_APPEND_ARGUMENTS = (
-    "role",
-    "content",
-    "tool_name",
-    "tool_calls",
-    "tool_call_id",
-    "token_count",
-    "finish_reason",
-    "reasoning",
-    "reasoning_details",
-    "codex_reasoning_items",
+_APPEND_ARGUMENTS = frozenset(
+    {
+        "role",
+        "content",
+        "tool_name",
+        "tool_calls",
+        "tool_call_id",
+        "token_count",
+        "finish_reason",
+        "reasoning",
+        "reasoning_details",
+        "codex_reasoning_items",
+    }
 )

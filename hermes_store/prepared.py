@@ -20,8 +20,9 @@ SQLAlchemy's exception classes either way, so callers catch one family.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Executable
@@ -35,8 +36,10 @@ class _SqliteForm:
     """The statement as sqlite3 takes it: qmark SQL and how to order the parameters."""
 
     sql: str
-    names: tuple[str, ...]
-    processors: tuple[Any, ...]  # per position: a bind processor or None
+    values: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    """The parameters in SQL order, picked out of the call's mapping in one C call."""
+    processors: tuple[tuple[int, Any], ...]
+    """(position, bind processor) where the type has one (a REAL column's to_float)."""
     fixed: dict[str, Any]  # values the statement carries itself (the 0 of a COALESCE)
 
 
@@ -85,15 +88,29 @@ class Prepared:
             return int(connection.execute(self.statement, dict(params)).rowcount)
         return int(self._run_sqlite(connection, params).rowcount)
 
+    def inserted_id(self, connection: Connection, params: Mapping[str, Any]) -> int:
+        """Run a one-row INSERT; the primary key the row got.
+
+        On SQLite that is the cursor's ``lastrowid``: an ``INSERT ... RETURNING``
+        costs SQLite a result buffer and the driver a fetch, inside the write
+        lock, for a value it already has. Elsewhere SQLAlchemy asks for the key
+        (RETURNING on PostgreSQL).
+        """
+        if connection.dialect.name != "sqlite":
+            key = connection.execute(self.statement, dict(params)).inserted_primary_key
+            return int(key[0])
+        return int(self._run_sqlite(connection, params).lastrowid)
+
     # -- SQLite ----------------------------------------------------------
     def _run_sqlite(self, connection: Connection, params: Mapping[str, Any]) -> Any:
         form = self._sqlite or self._compile_sqlite(connection.dialect)
         if form.fixed:
             params = {**form.fixed, **params}
-        values = [
-            params[name] if process is None else process(params[name])
-            for name, process in zip(form.names, form.processors, strict=True)
-        ]
+        values = form.values(params)
+        if form.processors:
+            values = list(values)
+            for position, process in form.processors:
+                values[position] = process(values[position])
         dbapi_connection = connection.connection.driver_connection
         try:
             return dbapi_connection.execute(form.sql, values)
@@ -113,12 +130,24 @@ class Prepared:
         names = tuple(compiled.positiontup)
         binds = [compiled.binds[name] for name in names]
         processors = tuple(
-            bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds
+            (position, process)
+            for position, bind in enumerate(binds)
+            if (process := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
         )
         fixed = {
             name: bind.effective_value
             for name, bind in zip(names, binds, strict=True)
             if not bind.required
         }
-        self._sqlite = _SqliteForm(compiled.string, names, processors, fixed)
+        self._sqlite = _SqliteForm(compiled.string, _picker(names), processors, fixed)
         return self._sqlite
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """``params -> (params[name], ...)`` in order; a lone itemgetter would return a bare value."""
+    if not names:
+        return lambda _params: ()
+    if len(names) == 1:
+        pick = itemgetter(names[0])
+        return lambda params: (pick(params),)
+    return itemgetter(*names)

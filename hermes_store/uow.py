@@ -24,7 +24,7 @@ from typing import Protocol
 from sqlalchemy.engine import Connection, RootTransaction
 
 from .connections import ThreadConnections
-from .engine import PATIENCE_OPTION, READ_OPTION, run_due_checkpoint
+from .engine import PATIENCE_OPTION, READ_OPTION, after_write_commit
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 
 _UNSET = object()
@@ -41,7 +41,8 @@ class UnitOfWork:
         self, connections: ThreadConnections, *, write: bool, patience_s: float | None = None
     ) -> None:
         self._connections = connections
-        self._options = {READ_OPTION: not write, PATIENCE_OPTION: patience_s}
+        self._write = write
+        self._patience_s = patience_s
         self._connection: Connection | None = None
         self._kept = False
         self._transaction: RootTransaction | None = None
@@ -59,8 +60,12 @@ class UnitOfWork:
             # A kept connection carries the previous unit's options (they are
             # set in place); both are set whenever they differ from this unit's.
             current = connection.get_execution_options()
-            if any(current.get(key, _UNSET) != value for key, value in self._options.items()):
-                connection.execution_options(**self._options)
+            read, patience = not self._write, self._patience_s
+            if (
+                current.get(READ_OPTION) is not read
+                or current.get(PATIENCE_OPTION, _UNSET) != patience
+            ):
+                connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
             self._transaction = connection.begin()
         except BaseException:
             self._connections.release(connection, self._kept)
@@ -90,8 +95,8 @@ class UnitOfWork:
     def commit(self) -> None:
         if self._transaction is not None and self._transaction.is_active:
             self._transaction.commit()
-            if self._connection is not None:
-                run_due_checkpoint(self._connection)
+            if self._write and self._connection is not None:
+                after_write_commit(self._connection)
         self._transaction = None
 
     def rollback(self) -> None:

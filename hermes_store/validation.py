@@ -24,6 +24,8 @@ def text_arg(name: str, value: Any, *, optional: bool = False, non_empty: bool =
         raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
     if non_empty and not value.strip():
         raise InvalidInputError(f"{name} must not be empty")
+    if value.isascii():  # O(1) in CPython: ASCII holds no surrogate, skip the encoding copy
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:

@@ -159,6 +159,22 @@ def test_passive_checkpoint_runs_every_n_writes(db_path: Path) -> None:
     store.close()
 
 
+def test_read_units_do_not_count_towards_the_checkpoint(db_path: Path) -> None:
+    SessionDB(db_path).close()
+    store = Store(db_path, policy=ContentionPolicy(checkpoint_every=3))
+    db = SessionDB(store=store)
+    db.create_session("s1", "cli")  # write 1
+    db.append_message("s1", "user", "x" * 20_000)  # write 2
+    size = db_path.stat().st_size
+    for _ in range(10):
+        db.get_messages("s1")
+        db.search_messages("x")
+    assert db_path.stat().st_size == size, "reads must not bring the checkpoint closer"
+    db.append_message("s1", "user", "y" * 20_000)  # write 3: the checkpoint
+    assert db_path.stat().st_size > size + 30_000
+    store.close()
+
+
 def test_contention_policy_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="patience_s"):
         ContentionPolicy(patience_s=-1)

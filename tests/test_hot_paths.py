@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from hermes_store import SessionDB, Store
@@ -94,6 +94,28 @@ def test_prepared_insert_keeps_a_given_id(db: SessionDB) -> None:
             # past copied ids by the copy itself (tests/test_copy.py).
             assert uow.messages.add(_row("s")) == 42
     assert [m["id"] for m in db.get_messages("s")][0] == 41
+
+
+def test_prepared_inserted_id_is_the_stored_row_id(db: SessionDB) -> None:
+    # SQLite answers from the cursor's lastrowid, PostgreSQL through RETURNING:
+    # either way the id names the row that was written, in order.
+    db.create_session("s", "cli")
+    with db.store.write() as uow:
+        ids = [uow.messages.add(_row("s", f"m{i}")) for i in range(3)]
+    stored = db.get_messages("s")
+    assert ids == sorted(ids) and len(set(ids)) == 3
+    assert [(m["id"], m["content"]) for m in stored] == list(zip(ids, ["m0", "m1", "m2"]))
+
+
+def test_prepared_takes_statements_with_no_or_one_parameter(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    db.create_session("t", "cli")
+    count = Prepared(select(func.count()).select_from(S))
+    one = Prepared(select(S.c.source).where(S.c.id == bindparam("p_id")))
+    with db.store.read() as uow:
+        assert count.scalar(uow.connection, {}) == 2
+        assert one.rows(uow.connection, {"p_id": "t"}) == [("cli",)]
+        assert one.rows(uow.connection, {"p_id": "nope"}) == []
 
 
 def test_prepared_rejects_a_missing_parameter(db: SessionDB) -> None:

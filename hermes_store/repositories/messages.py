@@ -20,9 +20,9 @@ M = messages_table
 MESSAGE_FIELDS = tuple(column.name for column in M.columns if column.name != "id")
 """Every column a caller supplies; ``add`` expects all of them (None where absent)."""
 
-_INSERT = Prepared(insert(M).returning(M.c.id), column_keys=MESSAGE_FIELDS)
+_INSERT = Prepared(insert(M), column_keys=MESSAGE_FIELDS)
 # Imports and copies keep the ids they bring (search hits and exports name them).
-_INSERT_WITH_ID = Prepared(insert(M).returning(M.c.id), column_keys=("id", *MESSAGE_FIELDS))
+_INSERT_WITH_ID = Prepared(insert(M), column_keys=("id", *MESSAGE_FIELDS))
 _IN_SESSION_ORDER = (M.c.timestamp, M.c.id)
 _FOR_SESSION = Prepared(
     select(M).where(M.c.session_id == bindparam("p_id")).order_by(*_IN_SESSION_ORDER)
@@ -56,7 +56,7 @@ class MessageRepository:
     def add(self, row: dict[str, Any]) -> int:
         """Insert one row; its ``id`` if it carries one, else the next free id."""
         statement = _INSERT_WITH_ID if row.get("id") is not None else _INSERT
-        return int(statement.scalar(self._c, row))
+        return statement.inserted_id(self._c, row)
 
     def add_many(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert rows in order and return their ids in order.
