@@ -45,16 +45,18 @@ def log(message: str) -> None:
 
 def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
     """Warm-up, then ``reps`` repetitions alternating the order plain/store, store/plain."""
-    impls = [IMPLS["plain"], IMPLS["store"]]
-    samples: dict[str, list[float]] = {i.name: [] for i in impls}
-    extras: dict[str, list[dict[str, Any]]] = {i.name: [] for i in impls}
+    # Results are keyed by role: "store" is the contender (a floor row puts
+    # another baseline there).
+    roles = [("plain", IMPLS["plain"]), ("store", IMPLS[workload.contender])]
+    samples: dict[str, list[float]] = {role: [] for role, _impl in roles}
+    extras: dict[str, list[dict[str, Any]]] = {role: [] for role, _impl in roles}
     overhead = [0.0]  # untimed setup + teardown, for the progress log
     # CPU time of this process during each timed run: steadier than wall time on a
     # shared machine, meaningless for the workloads that run in child processes.
-    cpu_samples: dict[str, list[float]] = {i.name: [] for i in impls}
+    cpu_samples: dict[str, list[float]] = {role: [] for role, _impl in roles}
     for rep in range(-workload.warmup, workload.reps):
-        order = impls if rep % 2 == 0 else impls[::-1]
-        for impl in order:
+        order = roles if rep % 2 == 0 else roles[::-1]
+        for role, impl in order:
             t0 = time.perf_counter()
             state = workload.setup(impl, ctx)
             gc.collect()
@@ -67,10 +69,10 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
                 t2 = time.perf_counter()
                 extra = workload.teardown(state)
             overhead[0] += t1 - t0 + time.perf_counter() - t2
-            extras[impl.name].append(extra)
+            extras[role].append(extra)
             if rep >= 0:
-                samples[impl.name].append(elapsed / workload.ops)
-                cpu_samples[impl.name].append(cpu / workload.ops)
+                samples[role].append(elapsed / workload.ops)
+                cpu_samples[role].append(cpu / workload.ops)
     log(f"    (untimed setup/teardown {overhead[0]:.1f}s)")
     medians = {name: statistics.median(values) for name, values in samples.items()}
     errors = {name: sum(e.get("errors", 0) for e in extras[name]) for name in samples}

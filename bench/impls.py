@@ -32,6 +32,15 @@ class Plain(Impl):
             db.append_message(session_id, **message)
 
 
+class PlainOneTransaction(Plain):
+    """The floor for a turn: the baseline's SQL with the whole turn in one transaction."""
+
+    name = "plain_tx"
+
+    def append_turn(self, db: Any, session_id: str, turn: Sequence[Mapping[str, Any]]) -> None:
+        db.append_messages(session_id, turn)
+
+
 class StoreImpl(Impl):
     """hermes_store.SessionDB; a turn is one unit of work (append_messages)."""
 
@@ -46,4 +55,8 @@ class StoreImpl(Impl):
         db.append_messages(session_id, turn)
 
 
-IMPLS: dict[str, Impl] = {"plain": Plain(), "store": StoreImpl()}
+IMPLS: dict[str, Impl] = {
+    "plain": Plain(),
+    "plain_tx": PlainOneTransaction(),
+    "store": StoreImpl(),
+}

@@ -17,7 +17,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,42 +149,40 @@ class PlainSessionDB:
         codex_reasoning_items: Any = None,
     ) -> int:
         def do(conn: sqlite3.Connection) -> int:
-            cursor = conn.execute(
-                "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, "
-                "tool_name, timestamp, token_count, finish_reason, reasoning, "
-                "reasoning_details, codex_reasoning_items) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    role,
-                    content,
-                    tool_call_id,
-                    json.dumps(tool_calls) if tool_calls else None,
-                    tool_name,
-                    time.time(),
-                    token_count,
-                    finish_reason,
-                    reasoning,
-                    json.dumps(reasoning_details) if reasoning_details else None,
-                    json.dumps(codex_reasoning_items) if codex_reasoning_items else None,
-                ),
+            message_id, calls = _insert_message(
+                conn,
+                session_id,
+                role,
+                content,
+                tool_name,
+                tool_calls,
+                tool_call_id,
+                token_count,
+                finish_reason,
+                reasoning,
+                reasoning_details,
+                codex_reasoning_items,
             )
-            message_id = cursor.lastrowid
-            calls = 0
-            if tool_calls is not None:
-                calls = len(tool_calls) if isinstance(tool_calls, list) else 1
-            if calls > 0:
-                conn.execute(
-                    "UPDATE sessions SET message_count = message_count + 1, "
-                    "tool_call_count = tool_call_count + ? WHERE id = ?",
-                    (calls, session_id),
-                )
-            else:
-                conn.execute(
-                    "UPDATE sessions SET message_count = message_count + 1 WHERE id = ?",
-                    (session_id,),
-                )
-            return int(message_id)
+            _bump_counters(conn, session_id, 1, calls)
+            return message_id
+
+        return self._execute_write(do)
+
+    def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Not in the old code: a whole turn in one BEGIN IMMEDIATE ... COMMIT.
+
+        The benchmark's floor for the store's ``append_messages``: the same SQL
+        in one transaction with no Python layers around it.
+        """
+
+        def do(conn: sqlite3.Connection) -> list[int]:
+            ids, calls = [], 0
+            for message in messages:
+                message_id, message_calls = _insert_message(conn, session_id, **message)
+                ids.append(message_id)
+                calls += message_calls
+            _bump_counters(conn, session_id, len(messages), calls)
+            return ids
 
         return self._execute_write(do)
 
@@ -265,3 +263,63 @@ class PlainSessionDB:
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         return list(self.iter_export(source))
+
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, "
+    "tool_name, timestamp, token_count, finish_reason, reasoning, "
+    "reasoning_details, codex_reasoning_items) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _insert_message(
+    conn: sqlite3.Connection,
+    session_id: str,
+    role: str,
+    content: str | None = None,
+    tool_name: str | None = None,
+    tool_calls: Any = None,
+    tool_call_id: str | None = None,
+    token_count: int | None = None,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_details: Any = None,
+    codex_reasoning_items: Any = None,
+) -> tuple[int, int]:
+    """The old code's INSERT of one message; (its id, how many tool calls it carries)."""
+    cursor = conn.execute(
+        _INSERT_MESSAGE,
+        (
+            session_id,
+            role,
+            content,
+            tool_call_id,
+            json.dumps(tool_calls) if tool_calls else None,
+            tool_name,
+            time.time(),
+            token_count,
+            finish_reason,
+            reasoning,
+            json.dumps(reasoning_details) if reasoning_details else None,
+            json.dumps(codex_reasoning_items) if codex_reasoning_items else None,
+        ),
+    )
+    calls = 0
+    if tool_calls is not None:
+        calls = len(tool_calls) if isinstance(tool_calls, list) else 1
+    return int(cursor.lastrowid), calls  # type: ignore[arg-type]
+
+
+def _bump_counters(conn: sqlite3.Connection, session_id: str, messages: int, calls: int) -> None:
+    if calls > 0:
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + ?, "
+            "tool_call_count = tool_call_count + ? WHERE id = ?",
+            (messages, calls, session_id),
+        )
+    else:
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + ? WHERE id = ?",
+            (messages, session_id),
+        )

@@ -120,6 +120,8 @@ class Workload:
     warmup: int = 1
     op_label: str = "op"
     needs_zero_errors: bool = False
+    contender: str = "store"
+    """The implementation in the "store" column: a floor row puts another baseline there."""
 
 
 def _remove_db(path: Path) -> None:
@@ -209,6 +211,24 @@ def _append_message(
 # a 6-message turn: one unit of work (store) vs 6 commits (plain)
 # ----------------------------------------------------------------------
 def append_turn(ctx: Context) -> Workload:
+    return _append_turn(ctx, "append_turn", "6-msg turn: 1 UoW vs 6 plain commits", 0.4)
+
+
+def append_turn_floor(ctx: Context) -> Workload:
+    """Info: the baseline's own SQL with the turn in one transaction, against 6 commits.
+
+    The lowest ratio the turn row can reach on this file and disk: what is left
+    of a turn once five of six commits are gone is SQLite's per-row work (the
+    two FTS5 indexes' triggers), which no layer above SQLite removes.
+    """
+    return _append_turn(
+        ctx, "turn_floor", "  floor: plain SQL, 1 transaction (info)", None, "plain_tx"
+    )
+
+
+def _append_turn(
+    ctx: Context, key: str, title: str, target: float | None, contender: str = "store"
+) -> Workload:
     n = ctx.sizes.turn_n
 
     def setup(impl: Impl, ctx: Context) -> dict[str, Any]:
@@ -235,9 +255,9 @@ def append_turn(ctx: Context) -> Workload:
         return {"errors": 0 if counts == (total, total) else 1}
 
     return Workload(
-        "append_turn",
-        "6-msg turn: 1 UoW vs 6 plain commits",
-        0.4,
+        key,
+        title,
+        target,
         f"{n} turns/rep",
         n,
         ctx.sizes.turn_reps,
@@ -245,6 +265,7 @@ def append_turn(ctx: Context) -> Workload:
         run,
         teardown,
         op_label="turn",
+        contender=contender,
     )
 
 
@@ -521,6 +542,7 @@ ALL = (
     append_message,
     append_message_old_schema,
     append_turn,
+    append_turn_floor,
     get_messages,
     search_messages,
     open_db,
@@ -554,6 +576,7 @@ KEYS = (
     "append_message",
     "append_v6ref",
     "append_turn",
+    "turn_floor",
     "get_messages",
     "search_messages",
     "open",
