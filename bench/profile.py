@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import workloads as W
 from .impls import IMPLS
+from .writer import relay
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,6 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions to profile")
     parser.add_argument("--limit", type=int, default=35, help="rows per listing")
     parser.add_argument("--save", metavar="FILE", help="also write the pstats file")
+    parser.add_argument(
+        "--no-cprofile",
+        action="store_true",
+        help="writers only: time the lock holds and the relay without cProfile's overhead",
+    )
     args = parser.parse_args(argv)
     sizes = W.QUICK if args.quick else W.DEFAULT
     work = Path(__file__).resolve().parent / ".work" / f"profile-{os.getpid()}"
@@ -45,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         profile_dir.mkdir()
         profiler = cProfile.Profile()
         holds: list[dict[str, float]] = []
+        runs: list[list[dict[str, object]]] = []  # each repetition's writer reports
         for rep in range(reps + 1):  # the first repetition warms up, unprofiled
             if args.key == "writers" and rep > 0:
-                os.environ["BENCH_PROFILE_DIR"] = str(profile_dir)
+                if not args.no_cprofile:
+                    os.environ["BENCH_PROFILE_DIR"] = str(profile_dir)
                 os.environ["BENCH_HOLD"] = "1"
             state = workload.setup(impl, ctx)
             try:
@@ -61,15 +69,24 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop("BENCH_HOLD", None)
             if args.key == "writers" and rep > 0:
                 holds.extend(state.get("reports", []))
+                runs.append(state.get("reports", []))
         if args.key == "writers":
-            files = sorted(str(p) for p in profile_dir.glob("*.prof"))
-            stats = pstats.Stats(*files)
-            print("write-lock hold per append, per writer process (ms, under cProfile):")
+            under = "without cProfile" if args.no_cprofile else "under cProfile"
+            print(f"write-lock hold per append, per writer process (ms, {under}):")
             for report in holds:
                 print(
                     f"  median {report.get('hold_ms_median')}  p90 {report.get('hold_ms_p90')}"
                     f"  sum {report.get('hold_ms_sum')}  wall {report['t1'] - report['t0']:.2f}s"
                 )
+            for run in runs:
+                passed = relay(run)
+                print(
+                    f"lock taken again by the writer that released it: {passed.get('again')}; "
+                    f"median release-to-take gap {passed.get('gap_us_median')} us"
+                )
+            if args.no_cprofile:
+                return 0
+            stats = pstats.Stats(*sorted(str(p) for p in profile_dir.glob("*.prof")))
         else:
             stats = pstats.Stats(profiler)
         print(f"{args.impl} side of {args.key}: {reps} repetition(s), {workload.size}")

@@ -24,20 +24,24 @@ class _LockClock:
     """Times how long each append holds the write lock (BEGIN IMMEDIATE done -> call returned).
 
     Only with ``BENCH_HOLD=1`` (``python -m bench.profile writers``): hooks the
-    store's engine events, or wraps the baseline's connection; a few
-    perf_counter calls per append.
+    store's engine events, or wraps the baseline's connection; a few clock
+    calls per append. The clock is the system-wide monotonic one, so the
+    parent can line the holds of all writers up (see ``relay``).
     """
 
     def __init__(self) -> None:
         self.locked_at = 0.0
         self.holds: list[float] = []
+        self.spans: list[tuple[float, float]] = []
 
     def got_lock(self, *_args: object) -> None:
-        self.locked_at = time.perf_counter()
+        self.locked_at = time.monotonic()
 
     def released(self) -> None:
         if self.locked_at:
-            self.holds.append(time.perf_counter() - self.locked_at)
+            now = time.monotonic()
+            self.holds.append(now - self.locked_at)
+            self.spans.append((self.locked_at, now))
             self.locked_at = 0.0
 
     def install(self, impl_name: str, db: object) -> None:
@@ -73,6 +77,7 @@ class _LockClock:
             "hold_ms_median": round(1000 * holds[len(holds) // 2], 3),
             "hold_ms_p90": round(1000 * holds[int(len(holds) * 0.9)], 3),
             "hold_ms_sum": round(1000 * sum(holds), 1),
+            "spans": self.spans,
         }
 
 
@@ -123,3 +128,24 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def relay(reports: list[dict[str, object]]) -> dict[str, float]:
+    """How the lock travelled between writers: held again by the same one, and the gaps.
+
+    ``again`` is the share of lock takes by the writer that released it just
+    before; ``gap_us_median`` the median time from a release to the next take.
+    """
+    spans = sorted(
+        (start, end, writer)
+        for writer, report in enumerate(reports)
+        for start, end in report.get("spans", [])  # type: ignore[union-attr]
+    )
+    if len(spans) < 2:
+        return {}
+    pairs = list(zip(spans, spans[1:], strict=False))
+    gaps = sorted(after[0] - before[1] for before, after in pairs)
+    return {
+        "again": round(sum(b[2] == a[2] for b, a in pairs) / len(pairs), 3),
+        "gap_us_median": round(1e6 * gaps[len(gaps) // 2]),
+    }
