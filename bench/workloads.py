@@ -122,6 +122,8 @@ class Workload:
     needs_zero_errors: bool = False
     contender: str = "store"
     """The implementation in the "store" column: a floor row puts another baseline there."""
+    in_process: bool = True
+    """False when child processes do the work: this process's CPU time then says nothing."""
 
 
 def _remove_db(path: Path) -> None:
@@ -412,6 +414,7 @@ def cold_start(ctx: Context) -> Workload:
         run,
         lambda state: {},
         op_label="process",
+        in_process=False,
     )
 
 
@@ -535,6 +538,7 @@ def concurrent_writers(ctx: Context) -> Workload:
         warmup=0,
         op_label="run",
         needs_zero_errors=True,
+        in_process=False,
     )
 
 
