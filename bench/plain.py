@@ -134,35 +134,11 @@ class PlainSessionDB:
         self._execute_write(do)
         return session_id
 
-    def append_message(
-        self,
-        session_id: str,
-        role: str,
-        content: str | None = None,
-        tool_name: str | None = None,
-        tool_calls: Any = None,
-        tool_call_id: str | None = None,
-        token_count: int | None = None,
-        finish_reason: str | None = None,
-        reasoning: str | None = None,
-        reasoning_details: Any = None,
-        codex_reasoning_items: Any = None,
-    ) -> int:
+    def append_message(self, session_id: str, role: str, **fields: Any) -> int:
+        """The documented ``append_message``; ``fields`` are its keyword arguments."""
+
         def do(conn: sqlite3.Connection) -> int:
-            message_id, calls = _insert_message(
-                conn,
-                session_id,
-                role,
-                content,
-                tool_name,
-                tool_calls,
-                tool_call_id,
-                token_count,
-                finish_reason,
-                reasoning,
-                reasoning_details,
-                codex_reasoning_items,
-            )
+            message_id, calls = _insert_message(conn, session_id, role, **fields)
             _bump_counters(conn, session_id, 1, calls)
             return message_id
 
