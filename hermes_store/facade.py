@@ -42,6 +42,7 @@ from .validation import (
 
 SECONDS_PER_DAY = 86400.0
 JSON_MESSAGE_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items")
+_OPTIONAL_TEXT_FIELDS = ("content", "tool_call_id", "tool_name", "finish_reason", "reasoning")
 
 
 def _decoded(message: dict[str, Any]) -> dict[str, Any]:
@@ -265,6 +266,7 @@ class SessionDB:
         codex_reasoning_items: Any = None,
     ) -> int:
         """Append one message and bump the session's counters; returns the message id."""
+        text_arg("session_id", session_id)
         row = self._message_row(session_id, locals())
         calls = _tool_call_total(tool_calls)
         with self._store.write() as uow:
@@ -282,6 +284,7 @@ class SessionDB:
             raise InvalidInputError(
                 f"messages must be a list of dicts, got {type(messages).__name__}"
             )
+        text_arg("session_id", session_id)
         rows = []
         calls = 0
         for index, message in enumerate(messages):
@@ -298,7 +301,6 @@ class SessionDB:
                 raise InvalidInputError(f"messages[{index}] has no role")
             rows.append(self._message_row(session_id, message, label=f"messages[{index}]."))
             calls += _tool_call_total(message.get("tool_calls"))
-        text_arg("session_id", session_id)
         if not rows:
             if self.get_session(session_id) is None:
                 raise SessionNotFoundError(session_id)
@@ -564,29 +566,28 @@ class SessionDB:
     def _message_row(
         self, session_id: str, fields: Mapping[str, Any], label: str = ""
     ) -> dict[str, Any]:
-        """The checked ``messages`` row for an append, before any transaction starts."""
+        """The checked ``messages`` row for an append, before any transaction starts.
 
-        def opt_text(name: str) -> str | None:
-            return text_arg(label + name, fields.get(name), optional=True)
-
-        row = {
-            "session_id": text_arg("session_id", session_id),
-            "role": text_arg(label + "role", fields.get("role"), non_empty=True),
-            "content": opt_text("content"),
-            "tool_call_id": opt_text("tool_call_id"),
-            "tool_calls": json_arg(label + "tool_calls", fields.get("tool_calls")),
-            "tool_name": opt_text("tool_name"),
+        ``session_id`` is the caller's, already checked once per call. This
+        runs for every message the agent writes, so the common values -- None,
+        ASCII text -- pass without a call; anything else gets text_arg's full
+        check and error.
+        """
+        get = fields.get
+        row: dict[str, Any] = {
+            "session_id": session_id,
+            "role": text_arg(label + "role", get("role"), non_empty=True),
             "timestamp": self._clock(),
-            "token_count": int_arg(label + "token_count", fields.get("token_count"), optional=True),
-            "finish_reason": opt_text("finish_reason"),
-            "reasoning": opt_text("reasoning"),
-            "reasoning_details": json_arg(
-                label + "reasoning_details", fields.get("reasoning_details")
-            ),
-            "codex_reasoning_items": json_arg(
-                label + "codex_reasoning_items", fields.get("codex_reasoning_items")
-            ),
+            "token_count": int_arg(label + "token_count", get("token_count"), optional=True),
         }
+        for name in _OPTIONAL_TEXT_FIELDS:
+            value = get(name)
+            if value is not None and not (type(value) is str and value.isascii()):
+                value = text_arg(label + name, value)
+            row[name] = value
+        for name in JSON_MESSAGE_FIELDS:
+            value = get(name)
+            row[name] = json_arg(label + name, value) if value else None
         return row
 
     @staticmethod

@@ -56,12 +56,16 @@ def number_arg(name: str, value: Any, *, optional: bool = False) -> Any:
     return float(value)
 
 
+_JSON = json.JSONEncoder(allow_nan=False)
+"""One encoder for every call: ``json.dumps(..., allow_nan=False)`` builds a new one each time."""
+
+
 def json_arg(name: str, value: Any) -> str | None:
     """The JSON text stored for ``value``; empty values are stored as NULL, as before."""
     if not value:
         return None
     try:
-        encoded = json.dumps(value, allow_nan=False)
+        encoded = _JSON.encode(value)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"{name} is not JSON-serializable: {error}") from None
     return text_arg(name, encoded)
