@@ -85,7 +85,8 @@ def measure(work: Path, template: Path, impl: str, operation: str, count: int) -
             + [sys.executable, "-m", "bench.instructions", "--child"]
             + [impl, operation, str(n), str(database)],
             cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            # A fixed hash seed: dict and set layouts, and so the counts, repeat exactly.
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONHASHSEED": "0"},
             check=True,
             capture_output=True,
         )
