@@ -31,11 +31,13 @@ from sqlalchemy.exc import SQLAlchemyError
 class _Kept:
     """A thread's connection; returned to the pool when the thread's locals die."""
 
-    __slots__ = ("__weakref__", "connection", "pid")
+    __slots__ = ("__weakref__", "busy", "connection", "pid")
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.pid = os.getpid()
+        self.busy = False
+        """A unit of work is running on it (its transaction may be the driver's alone)."""
 
     def close(self) -> None:
         if self.pid == os.getpid() and not self.connection.closed:
@@ -59,18 +61,21 @@ class ThreadConnections:
         """(connection, kept): give it back with :meth:`release` and the same flag."""
         kept: _Kept | None = getattr(self._local, "kept", None)
         if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
-            if not kept.connection.in_transaction():
-                return kept.connection, True
-            return self._engine.connect(), False  # the thread's own is busy: a spare
+            if kept.busy:
+                return self._engine.connect(), False  # the thread's own is busy: a spare
+            kept.busy = True
+            return kept.connection, True
         kept = _Kept(self._engine.connect())
+        kept.busy = True
         self._local.kept = kept
         with self._lock:
             self._kept.add(kept)
         return kept.connection, True
 
-    @staticmethod
-    def release(connection: Connection, kept: bool) -> None:
-        if not kept:
+    def release(self, connection: Connection, kept: bool) -> None:
+        if kept:
+            self._local.kept.busy = False
+        else:
             connection.close()
 
     def close_all(self) -> None:

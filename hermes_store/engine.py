@@ -12,14 +12,14 @@ The rules come from the design document and from field reports:
   budget runs out -- jitter breaks the convoy of writers retrying in step;
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
   never blocks, so the ``-wal`` file does not grow without bound (run by the
-  unit of work right after its commit, see :func:`after_write_commit`).
+  unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +36,7 @@ PATIENCE_OPTION = "hermes_patience"
 """Execution option: seconds this transaction may wait for the write lock."""
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
-_CHECKPOINT_CLOCK = "hermes_checkpoint_clock"
+_SQLITE_RULES = "hermes_sqlite_rules"
 
 
 @dataclass(frozen=True)
@@ -100,28 +100,70 @@ def create_store_engine(url: URL, policy: ContentionPolicy | None = None) -> Eng
 
 
 class _CheckpointClock:
-    """Counts write commits across the engine's connections and says when to checkpoint."""
+    """Counts write commits across the engine's connections and says when to checkpoint.
+
+    ``next`` on an ``itertools.count`` is atomic under the GIL, so threads
+    sharing the engine need no lock for it on every commit.
+    """
 
     def __init__(self, every: int) -> None:
         self._every = every
-        self._writes = 0
-        self._lock = threading.Lock()
+        self._commits = itertools.count(1)
 
     def tick(self) -> bool:
-        with self._lock:
-            self._writes += 1
-            if self._writes < self._every:
-                return False
-            self._writes = 0
-            return True
+        return next(self._commits) % self._every == 0
+
+
+class SqliteRules:
+    """How one engine's SQLite connections begin, and when they checkpoint.
+
+    Carried in every connection's pool record (``connection.info``), so a unit
+    of work can begin and end its transaction on the driver itself -- a
+    ``BEGIN IMMEDIATE`` and a ``COMMIT`` cost less than SQLAlchemy's
+    transaction bookkeeping around them, which an append would otherwise pay
+    inside and around the write lock. Statements SQLAlchemy runs on its own
+    (migrations, ``engine.connect()``) begin through the ``begin`` event,
+    which follows the same rules.
+    """
+
+    __slots__ = ("_clock", "database", "policy")
+
+    def __init__(self, policy: ContentionPolicy, database: str) -> None:
+        self.policy = policy
+        self.database = database
+        self._clock = _CheckpointClock(policy.checkpoint_every)
+
+    def begin(
+        self, dbapi_connection: sqlite3.Connection, *, write: bool, patience_s: float | None
+    ) -> None:
+        """A deferred ``BEGIN`` for readers; ``BEGIN IMMEDIATE`` within the patience for writers."""
+        if not write:
+            dbapi_connection.execute("BEGIN")
+            return
+        patience = self.policy.patience_s if patience_s is None else patience_s
+        _begin_immediate(dbapi_connection, self.policy, float(patience), self.database)
+
+    def after_write_commit(self, dbapi_connection: sqlite3.Connection) -> None:
+        """After a write commit: every Nth one runs the PASSIVE checkpoint.
+
+        Run once the transaction has committed (a checkpoint inside it could
+        not copy its pages). PASSIVE never waits for readers or writers.
+        """
+        if self._clock.tick():
+            dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def sqlite_rules(connection: Connection) -> SqliteRules | None:
+    """The rules of a SQLite engine's connection; None on other backends."""
+    return connection.info.get(_SQLITE_RULES)
 
 
 def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: str) -> None:
-    clock = _CheckpointClock(policy.checkpoint_every)
+    rules = SqliteRules(policy, database)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
-        # Autocommit at the driver level: transactions begin only in _on_begin.
+        # Autocommit at the driver level: transactions begin only where we say.
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout = {int(policy.busy_timeout_ms)}")
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
@@ -129,35 +171,21 @@ def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: st
         if str(mode).lower() != "wal":
             # Asking only when needed keeps the open of a current database read-only.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
-        # The connection's record carries the engine's clock to after_write_commit.
-        record.info[_CHECKPOINT_CLOCK] = clock
+        record.info[_SQLITE_RULES] = rules
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        options = connection.get_execution_options()
-        dbapi_connection = connection.connection.dbapi_connection
-        if options.get(READ_OPTION):
-            dbapi_connection.execute("BEGIN")
-            return
-        patience = options.get(PATIENCE_OPTION)
-        if patience is None:
-            patience = policy.patience_s
-        _begin_immediate(dbapi_connection, policy, float(patience), database)
-
-
-def after_write_commit(connection: Connection) -> None:
-    """After a write unit's commit: every Nth one runs the PASSIVE checkpoint.
-
-    Called by the unit of work once its transaction has committed (a
-    checkpoint inside the transaction could not copy its pages), rather than
-    from a ``commit`` event, which fires before the COMMIT and would cost an
-    event dispatch on every unit. PASSIVE never waits for readers or writers;
-    other backends have no clock, so nothing is ever due there.
-    """
-    clock = connection.info.get(_CHECKPOINT_CLOCK)
-    if clock is not None and clock.tick():
         dbapi_connection = connection.connection.driver_connection
-        dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        if dbapi_connection.in_transaction:
+            # A unit of work began this transaction on the driver; SQLAlchemy is
+            # only catching up (a Core statement run inside the unit).
+            return
+        options = connection.get_execution_options()
+        rules.begin(
+            dbapi_connection,
+            write=not options.get(READ_OPTION),
+            patience_s=options.get(PATIENCE_OPTION),
+        )
 
 
 def _begin_immediate(

@@ -115,11 +115,7 @@ class Prepared:
         try:
             return dbapi_connection.execute(form.sql, values)
         except connection.dialect.loaded_dbapi.Error as error:
-            # Invalidation and the rest of SQLAlchemy's error handling are not
-            # needed for a file database; callers only need the wrapped class.
-            raise DBAPIError.instance(
-                form.sql, values, error, connection.dialect.loaded_dbapi.Error
-            ) from error
+            raise driver_error(connection.dialect, form.sql, values, error) from error
 
     def _compile_sqlite(self, dialect: Dialect) -> _SqliteForm:
         statement = self.statement
@@ -141,6 +137,17 @@ class Prepared:
         }
         self._sqlite = _SqliteForm(compiled.string, _picker(names), processors, fixed)
         return self._sqlite
+
+
+def driver_error(
+    dialect: Dialect, statement: str, params: Sequence[Any], error: Exception
+) -> DBAPIError:
+    """A driver error of a statement run on the driver, as SQLAlchemy's exception class.
+
+    Invalidation and the rest of SQLAlchemy's error handling are not needed for
+    a file database; callers only need the one family of exception classes.
+    """
+    return DBAPIError.instance(statement, params, error, dialect.loaded_dbapi.Error)
 
 
 def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:

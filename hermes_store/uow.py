@@ -18,20 +18,28 @@ snapshot and never takes the write lock.
 
 from __future__ import annotations
 
+import sqlite3
 from types import TracebackType
 from typing import Protocol
 
 from sqlalchemy.engine import Connection, RootTransaction
 
 from .connections import ThreadConnections
-from .engine import PATIENCE_OPTION, READ_OPTION, after_write_commit
+from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
+from .prepared import driver_error
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 
 _UNSET = object()
 
 
 class UnitOfWork:
-    """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``."""
+    """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``.
+
+    On SQLite the transaction is begun and ended on the driver (see
+    :class:`~hermes_store.engine.SqliteRules`); a Core statement run inside
+    the unit finds it open, and the unit then ends it through SQLAlchemy so
+    that both agree. Other backends use SQLAlchemy's transaction and events.
+    """
 
     sessions: SessionRepository
     messages: MessageRepository
@@ -45,6 +53,9 @@ class UnitOfWork:
         self._patience_s = patience_s
         self._connection: Connection | None = None
         self._kept = False
+        self._open = False
+        self._rules: SqliteRules | None = None
+        self._driver: sqlite3.Connection | None = None
         self._transaction: RootTransaction | None = None
 
     @property
@@ -57,24 +68,30 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         connection, self._kept = self._connections.acquire()
         try:
-            # A kept connection carries the previous unit's options (they are
-            # set in place); both are set whenever they differ from this unit's.
-            current = connection.get_execution_options()
-            read, patience = not self._write, self._patience_s
-            if (
-                current.get(READ_OPTION) is not read
-                or current.get(PATIENCE_OPTION, _UNSET) != patience
-            ):
-                connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
-            self._transaction = connection.begin()
+            self._rules = sqlite_rules(connection)
+            if self._rules is not None:
+                self._driver = connection.connection.driver_connection
+                self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
+            else:
+                self._begin_through_sqlalchemy(connection)
         except BaseException:
             self._connections.release(connection, self._kept)
             raise
+        self._open = True
         self._connection = connection
         self.sessions = SessionRepository(connection)
         self.messages = MessageRepository(connection)
         self.search = SearchRepository(connection)
         return self
+
+    def _begin_through_sqlalchemy(self, connection: Connection) -> None:
+        # A kept connection carries the previous unit's options (they are
+        # set in place); both are set whenever they differ from this unit's.
+        current = connection.get_execution_options()
+        read, patience = not self._write, self._patience_s
+        if current.get(READ_OPTION) is not read or current.get(PATIENCE_OPTION, _UNSET) != patience:
+            connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
+        self._transaction = connection.begin()
 
     def __exit__(
         self,
@@ -84,7 +101,11 @@ class UnitOfWork:
     ) -> None:
         try:
             if exc_type is None:
-                self.commit()
+                try:
+                    self.commit()
+                except BaseException:
+                    self.rollback()  # a failed COMMIT may leave the transaction open
+                    raise
             else:
                 self.rollback()
         finally:
@@ -93,16 +114,42 @@ class UnitOfWork:
             self._connection = None
 
     def commit(self) -> None:
-        if self._transaction is not None and self._transaction.is_active:
-            self._transaction.commit()
-            if self._write and self._connection is not None:
-                after_write_commit(self._connection)
-        self._transaction = None
+        if not self._open:
+            return
+        connection = self.connection
+        if self._driver is None:
+            assert self._transaction is not None
+            if self._transaction.is_active:
+                self._transaction.commit()
+        elif connection.in_transaction():  # SQLAlchemy joined the unit's transaction
+            connection.commit()
+        elif self._driver.in_transaction:
+            self._driver_end("COMMIT")
+        self._open = False
+        if self._write and self._rules is not None and self._driver is not None:
+            self._rules.after_write_commit(self._driver)
 
     def rollback(self) -> None:
-        if self._transaction is not None and self._transaction.is_active:
-            self._transaction.rollback()
-        self._transaction = None
+        if not self._open:
+            return
+        self._open = False
+        connection = self.connection
+        if self._driver is None:
+            assert self._transaction is not None
+            if self._transaction.is_active:
+                self._transaction.rollback()
+            return
+        if connection.in_transaction():
+            connection.rollback()
+        if self._driver.in_transaction:
+            self._driver_end("ROLLBACK")
+
+    def _driver_end(self, statement: str) -> None:
+        assert self._driver is not None
+        try:
+            self._driver.execute(statement)
+        except sqlite3.Error as error:
+            raise driver_error(self.connection.dialect, statement, (), error) from error
 
 
 class UnitOfWorkFactory(Protocol):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from hermes_store import ContentionPolicy, SessionDB, Store, StoreLockedError
 from hermes_store.engine import is_lock_error
@@ -139,6 +140,62 @@ def test_failed_unit_of_work_rolls_back_everything(db: SessionDB) -> None:
         raise RuntimeError("agent crashed mid-turn")
     assert db.get_session("s1")["message_count"] == 0
     assert db.get_messages("s1") == []
+
+
+def _driver(uow: object) -> sqlite3.Connection:
+    return uow.connection.connection.driver_connection  # type: ignore[attr-defined]
+
+
+def test_a_core_statement_inside_a_unit_joins_its_transaction(db: SessionDB) -> None:
+    # The unit begins on the driver; SQLAlchemy's autobegin must not start a
+    # second transaction, and the unit's end must end both views of it.
+    db.create_session("s1", "cli")
+    with db.store.write() as uow:
+        uow.sessions.bump_counters("s1", 1, 0)  # a prepared statement, on the driver
+        uow.connection.execute(
+            text("INSERT INTO messages (session_id, role, timestamp) VALUES ('s1', 'user', 1)")
+        )
+        connection, driver = uow.connection, _driver(uow)
+        assert connection.in_transaction() and driver.in_transaction
+    assert not connection.in_transaction() and not driver.in_transaction
+    assert db.get_session("s1")["message_count"] == 1
+    assert len(db.get_messages("s1")) == 1
+
+
+@pytest.mark.parametrize("unit", ["read", "write"])
+def test_a_kept_connection_holds_no_transaction_between_units(db: SessionDB, unit: str) -> None:
+    # An open transaction between units would pin a WAL snapshot (and, for a
+    # writer, the lock) while the agent waits for its model.
+    db.create_session("s1", "cli")
+    with getattr(db.store, unit)() as uow:
+        uow.sessions.get("s1")
+        driver = _driver(uow)
+    assert not driver.in_transaction
+    with db.store.write() as again:
+        assert _driver(again) is driver, "the same kept connection"
+
+
+@pytest.mark.parametrize("through", ["driver", "sqlalchemy"])
+def test_a_failed_commit_rolls_back_and_leaves_the_connection_clean(
+    db: SessionDB, through: str
+) -> None:
+    # A deferred foreign key is checked at COMMIT, which then fails and leaves
+    # the transaction open in SQLite: the unit must roll it back itself.
+    db.create_session("s1", "cli")
+    with pytest.raises(IntegrityError), db.store.write() as uow:
+        connection, driver = uow.connection, _driver(uow)
+        if through == "driver":
+            driver.execute("PRAGMA defer_foreign_keys = ON")
+        else:
+            connection.exec_driver_sql("PRAGMA defer_foreign_keys = ON")
+        uow.sessions.bump_counters("s1", 1, 0)
+        driver.execute(
+            "INSERT INTO messages (session_id, role, timestamp) VALUES ('nobody', 'user', 1)"
+        )
+    assert not driver.in_transaction and not connection.in_transaction()
+    assert db.get_session("s1")["message_count"] == 0, "nothing of the failed unit kept"
+    db.append_message("s1", "user", "the next unit works")
+    assert db.get_session("s1")["message_count"] == 1
 
 
 def test_passive_checkpoint_runs_every_n_writes(db_path: Path) -> None:

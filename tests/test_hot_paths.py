@@ -104,7 +104,9 @@ def test_prepared_inserted_id_is_the_stored_row_id(db: SessionDB) -> None:
         ids = [uow.messages.add(_row("s", f"m{i}")) for i in range(3)]
     stored = db.get_messages("s")
     assert ids == sorted(ids) and len(set(ids)) == 3
-    assert [(m["id"], m["content"]) for m in stored] == list(zip(ids, ["m0", "m1", "m2"]))
+    assert [(m["id"], m["content"]) for m in stored] == list(
+        zip(ids, ["m0", "m1", "m2"], strict=True)
+    )
 
 
 def test_prepared_takes_statements_with_no_or_one_parameter(db: SessionDB) -> None:
