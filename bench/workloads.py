@@ -65,7 +65,7 @@ DEFAULT = Sizes(
     open_reps=25,
     writers=6,
     writer_appends=500,
-    writer_reps=3,
+    writer_reps=5,
     export_reps=5,
 )
 QUICK = Sizes(

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .corpus import sample_turns
 from .impls import IMPLS
@@ -23,8 +24,8 @@ from .impls import IMPLS
 class _LockClock:
     """Times how long each append holds the write lock (BEGIN IMMEDIATE done -> call returned).
 
-    Only with ``BENCH_HOLD=1`` (``python -m bench.profile writers``): hooks the
-    store's engine events, or wraps the baseline's connection; a few clock
+    Only with ``BENCH_HOLD=1`` (``python -m bench.profile writers``): wraps the
+    store's ``SqliteRules.begin``, or the baseline's connection; a few clock
     calls per append. The clock is the system-wide monotonic one, so the
     parent can line the holds of all writers up (see ``relay``).
     """
@@ -46,11 +47,18 @@ class _LockClock:
 
     def install(self, impl_name: str, db: object) -> None:
         if impl_name == "store":
-            from sqlalchemy import event
+            from hermes_store.engine import SqliteRules
 
-            # Registered after the store's own "begin" listener, so it runs once
-            # BEGIN IMMEDIATE has returned, i.e. with the lock held.
-            event.listen(db.store.engine, "begin", self.got_lock)  # type: ignore[attr-defined]
+            # Units of work begin on the driver through SqliteRules.begin: time
+            # from its return, i.e. with the lock held. (This child process only.)
+            begin = SqliteRules.begin
+
+            def timed_begin(rules: SqliteRules, *args: Any, **kwargs: Any) -> None:
+                begin(rules, *args, **kwargs)
+                if kwargs.get("write"):
+                    self.got_lock()
+
+            SqliteRules.begin = timed_begin  # type: ignore[method-assign]
         else:
             clock = self
 
