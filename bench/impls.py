@@ -33,7 +33,7 @@ class Plain(Impl):
 
 
 class PlainOneTransaction(Plain):
-    """The floor for a turn: the baseline's SQL with the whole turn in one transaction."""
+    """The floor for a turn: the store's SQL (one transaction, one multi-row INSERT) on sqlite3."""
 
     name = "plain_tx"
 

@@ -138,27 +138,31 @@ class PlainSessionDB:
         """The documented ``append_message``; ``fields`` are its keyword arguments."""
 
         def do(conn: sqlite3.Connection) -> int:
-            message_id, calls = _insert_message(conn, session_id, role, **fields)
-            _bump_counters(conn, session_id, 1, calls)
-            return message_id
+            cursor = conn.execute(_INSERT_MESSAGE, _message_values(session_id, role, **fields))
+            _bump_counters(conn, session_id, 1, _call_count(fields.get("tool_calls")))
+            return int(cursor.lastrowid)  # type: ignore[arg-type]
 
         return self._execute_write(do)
 
     def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Not in the old code: a whole turn in one BEGIN IMMEDIATE ... COMMIT.
 
-        The benchmark's floor for the store's ``append_messages``: the same SQL
-        in one transaction with no Python layers around it.
+        The benchmark's floor for the store's ``append_messages``: the store's
+        SQL -- the counter UPDATE and one multi-row INSERT (one FTS5 segment
+        per index for the turn, see ``hermes_store.repositories.messages``) --
+        in one transaction, with no Python layers around it.
         """
 
         def do(conn: sqlite3.Connection) -> list[int]:
-            ids, calls = [], 0
-            for message in messages:
-                message_id, message_calls = _insert_message(conn, session_id, **message)
-                ids.append(message_id)
-                calls += message_calls
-            _bump_counters(conn, session_id, len(messages), calls)
-            return ids
+            rows = [_message_values(session_id, **message) for message in messages]
+            calls = sum(_call_count(message.get("tool_calls")) for message in messages)
+            _bump_counters(conn, session_id, len(rows), calls)
+            placeholders = ", ".join([_ONE_ROW] * len(rows))
+            cursor = conn.execute(
+                f"{_INSERT_HEAD} VALUES {placeholders}", [v for row in rows for v in row]
+            )
+            last = int(cursor.lastrowid)  # type: ignore[arg-type]
+            return list(range(last - len(rows) + 1, last + 1))
 
         return self._execute_write(do)
 
@@ -241,16 +245,16 @@ class PlainSessionDB:
         return list(self.iter_export(source))
 
 
-_INSERT_MESSAGE = (
+_INSERT_HEAD = (
     "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, "
     "tool_name, timestamp, token_count, finish_reason, reasoning, "
-    "reasoning_details, codex_reasoning_items) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "reasoning_details, codex_reasoning_items)"
 )
+_ONE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES {_ONE_ROW}"
 
 
-def _insert_message(
-    conn: sqlite3.Connection,
+def _message_values(
     session_id: str,
     role: str,
     content: str | None = None,
@@ -262,29 +266,28 @@ def _insert_message(
     reasoning: str | None = None,
     reasoning_details: Any = None,
     codex_reasoning_items: Any = None,
-) -> tuple[int, int]:
-    """The old code's INSERT of one message; (its id, how many tool calls it carries)."""
-    cursor = conn.execute(
-        _INSERT_MESSAGE,
-        (
-            session_id,
-            role,
-            content,
-            tool_call_id,
-            json.dumps(tool_calls) if tool_calls else None,
-            tool_name,
-            time.time(),
-            token_count,
-            finish_reason,
-            reasoning,
-            json.dumps(reasoning_details) if reasoning_details else None,
-            json.dumps(codex_reasoning_items) if codex_reasoning_items else None,
-        ),
+) -> tuple[Any, ...]:
+    """The old code's values for one message row, in ``_INSERT_HEAD``'s column order."""
+    return (
+        session_id,
+        role,
+        content,
+        tool_call_id,
+        json.dumps(tool_calls) if tool_calls else None,
+        tool_name,
+        time.time(),
+        token_count,
+        finish_reason,
+        reasoning,
+        json.dumps(reasoning_details) if reasoning_details else None,
+        json.dumps(codex_reasoning_items) if codex_reasoning_items else None,
     )
-    calls = 0
-    if tool_calls is not None:
-        calls = len(tool_calls) if isinstance(tool_calls, list) else 1
-    return int(cursor.lastrowid), calls  # type: ignore[arg-type]
+
+
+def _call_count(tool_calls: Any) -> int:
+    if tool_calls is None:
+        return 0
+    return len(tool_calls) if isinstance(tool_calls, list) else 1
 
 
 def _bump_counters(conn: sqlite3.Connection, session_id: str, messages: int, calls: int) -> None:

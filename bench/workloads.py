@@ -217,14 +217,15 @@ def append_turn(ctx: Context) -> Workload:
 
 
 def append_turn_floor(ctx: Context) -> Workload:
-    """Info: the baseline's own SQL with the turn in one transaction, against 6 commits.
+    """Info: the store's SQL for a turn run on plain sqlite3, against 6 commits.
 
-    The lowest ratio the turn row can reach on this file and disk: what is left
-    of a turn once five of six commits are gone is SQLite's per-row work (the
-    two FTS5 indexes' triggers), which no layer above SQLite removes.
+    The lowest ratio the turn row can reach on this file and disk: one
+    transaction with the counter UPDATE and one multi-row INSERT, and no Python
+    layers around them. What is left is SQLite's per-row work (the two FTS5
+    indexes' triggers), which no layer above SQLite removes.
     """
     return _append_turn(
-        ctx, "turn_floor", "  floor: plain SQL, 1 transaction (info)", None, "plain_tx"
+        ctx, "turn_floor", "  floor: store's SQL on plain sqlite3 (info)", None, "plain_tx"
     )
 
 

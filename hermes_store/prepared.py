@@ -48,13 +48,21 @@ class Prepared:
 
     ``column_keys`` fixes the columns of an INSERT whose VALUES come from the
     parameters (every call then supplies all of them, None where absent).
+    ``order`` names the parameters in the order :meth:`last_rowid` receives
+    their values; compiling checks that SQLite's placeholders follow it.
     """
 
-    __slots__ = ("_column_keys", "_sqlite", "statement")
+    __slots__ = ("_column_keys", "_order", "_sqlite", "statement")
 
-    def __init__(self, statement: Executable, column_keys: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        statement: Executable,
+        column_keys: Sequence[str] | None = None,
+        order: Sequence[str] | None = None,
+    ) -> None:
         self.statement = statement
         self._column_keys = list(column_keys) if column_keys is not None else None
+        self._order = tuple(order) if order is not None else None
         self._sqlite: _SqliteForm | None = None
 
     # -- execution -------------------------------------------------------
@@ -101,12 +109,26 @@ class Prepared:
             return int(key[0])
         return int(self._run_sqlite(connection, params).lastrowid)
 
+    def last_rowid(self, connection: Connection, values: Sequence[Any]) -> int:
+        """SQLite only: run an INSERT given its values in ``order``; the last row's id.
+
+        A batch INSERT of many rows would otherwise build a mapping of every
+        value only for it to be picked apart again in the same order.
+        """
+        if connection.dialect.name != "sqlite" or self._order is None:
+            raise TypeError("last_rowid needs SQLite and a statement prepared with an order")
+        form = self._sqlite or self._compile_sqlite(connection.dialect)
+        return int(self._execute_sqlite(connection, form, values).lastrowid)
+
     # -- SQLite ----------------------------------------------------------
     def _run_sqlite(self, connection: Connection, params: Mapping[str, Any]) -> Any:
         form = self._sqlite or self._compile_sqlite(connection.dialect)
         if form.fixed:
             params = {**form.fixed, **params}
-        values = form.values(params)
+        return self._execute_sqlite(connection, form, form.values(params))
+
+    @staticmethod
+    def _execute_sqlite(connection: Connection, form: _SqliteForm, values: Sequence[Any]) -> Any:
         if form.processors:
             values = list(values)
             for position, process in form.processors:
@@ -124,6 +146,8 @@ class Prepared:
         if not compiled.positional or compiled.positiontup is None:
             raise TypeError(f"SQLite compiles positionally, not as {dialect.paramstyle}")
         names = tuple(compiled.positiontup)
+        if self._order is not None and names != self._order:
+            raise TypeError("the statement's placeholders do not follow the given order")
         binds = [compiled.binds[name] for name in names]
         processors = tuple(
             (position, process)

@@ -23,6 +23,7 @@ from hermes_store import (
     Store,
 )
 from hermes_store.check import check
+from hermes_store.repositories.messages import BATCH_ROWS
 
 DAY = 86400.0
 
@@ -582,6 +583,26 @@ def test_append_messages_writes_a_turn(db: SessionDB) -> None:
     assert messages[3]["tool_call_id"] == "c1"
     assert messages[4]["finish_reason"] == "stop"
     assert counters(db, "turn") == (5, 2)
+
+
+def test_append_messages_longer_than_one_insert_keeps_ids_order_and_index(db: SessionDB) -> None:
+    # SQLite writes a batch as multi-row INSERTs of BATCH_ROWS rows and derives
+    # the ids from each statement's last row: they must name the stored rows.
+    db.create_session("other", "cli")
+    db.create_session("long", "cli")
+    doomed = db.append_message("other", "user", "gap maker")
+    db.delete_session("other")  # AUTOINCREMENT never reuses the freed id
+    total = 2 * BATCH_ROWS + 37
+    ids = db.append_messages(
+        "long", [{"role": "user", "content": f"line {i} marker{i}x"} for i in range(total)]
+    )
+    stored = db.get_messages("long")
+    assert [m["id"] for m in stored] == ids and doomed not in ids
+    assert len(set(ids)) == total and ids == sorted(ids)
+    assert [m["content"] for m in stored] == [f"line {i} marker{i}x" for i in range(total)]
+    for i in (0, BATCH_ROWS - 1, BATCH_ROWS, total - 1):
+        assert fts_rowids(db, f"marker{i}x") == {ids[i]}
+    assert counters(db, "long") == (total, 0)
 
 
 def test_append_messages_empty_batch_writes_nothing(db: SessionDB) -> None:

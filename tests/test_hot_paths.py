@@ -109,6 +109,36 @@ def test_prepared_inserted_id_is_the_stored_row_id(db: SessionDB) -> None:
     )
 
 
+@pytest.mark.parametrize("ids", ["none", "all", "some"])
+def test_add_many_stores_rows_with_the_ids_it_returns(db: SessionDB, ids: str) -> None:
+    # Rows all without ids, all with ids (imports, copies) and a mix take
+    # different paths on SQLite; each must return the ids the rows were stored under.
+    db.create_session("s", "cli")
+    rows = [_row("s", f"m{i}") for i in range(5)]
+    if ids != "none":
+        for i, row in enumerate(rows):
+            if ids == "all" or i % 2:
+                row["id"] = 100 + 10 * i
+    with db.store.write() as uow:
+        returned = uow.messages.add_many(rows)
+    stored = {m["id"]: m["content"] for m in db.get_messages("s")}
+    assert stored == dict(zip(returned, [f"m{i}" for i in range(5)], strict=True))
+    if ids == "all":
+        assert returned == [100, 110, 120, 130, 140]
+
+
+def test_prepared_refuses_an_order_its_placeholders_do_not_follow(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    statement = select(S.c.id).where(S.c.id == bindparam("a"), S.c.source == bindparam("b"))
+    with db.store.read() as uow:
+        if uow.connection.dialect.name != "sqlite":
+            with pytest.raises(TypeError, match="needs SQLite"):
+                Prepared(statement, order=["a", "b"]).last_rowid(uow.connection, ["s", "cli"])
+            return
+        with pytest.raises(TypeError, match="do not follow"):
+            Prepared(statement, order=["b", "a"]).last_rowid(uow.connection, ["cli", "s"])
+
+
 def test_prepared_takes_statements_with_no_or_one_parameter(db: SessionDB) -> None:
     db.create_session("s", "cli")
     db.create_session("t", "cli")

@@ -2,11 +2,19 @@
 
 Append and read-back are the agent's hot paths, so their statements are
 :class:`~hermes_store.prepared.Prepared`: compiled once, run on the driver.
+
+A batch of messages (a turn, an import) is one multi-row INSERT on SQLite,
+not one INSERT per message: SQLite (3.40) opens a statement savepoint for
+every statement that writes an FTS5 table, and FTS5 writes its pending index
+data out as a new segment at each one. One statement per turn means one
+segment per index per turn instead of one per message -- the same rows and
+index, about a third less work for a 6-message turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select
@@ -42,6 +50,22 @@ _CONVERSATION = Prepared(
     .where(M.c.session_id == bindparam("p_id"))
     .order_by(*_IN_SESSION_ORDER)
 )
+BATCH_ROWS = 200
+"""Rows per multi-row INSERT: 13 columns x 200 rows stays far below SQLite's 32,766 parameters."""
+
+
+@lru_cache(maxsize=64)
+def _batch_insert(rows: int, with_ids: bool) -> tuple[Prepared, tuple[str, ...]]:
+    """A ``rows``-row INSERT and its columns; its values go in row by row, column by column."""
+    columns = ("id", *MESSAGE_FIELDS) if with_ids else MESSAGE_FIELDS
+    values = [
+        {name: bindparam(f"r{i}_{name}", type_=M.c[name].type) for name in columns}
+        for i in range(rows)
+    ]
+    order = [f"r{i}_{name}" for i in range(rows) for name in columns]
+    return Prepared(insert(M).values(values), order=order), columns
+
+
 _DELETE_FOR_SESSION = delete(M).where(M.c.session_id == bindparam("p_id"))
 _COUNT_ALL = select(func.count()).select_from(M)
 _COUNT_SESSION = select(func.count()).select_from(M).where(M.c.session_id == bindparam("p_id"))
@@ -61,11 +85,30 @@ class MessageRepository:
     def add_many(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert rows in order and return their ids in order.
 
-        One prepared INSERT per row: inside the unit's single transaction that
-        is as fast as a multi-row statement (the FTS triggers run per row
-        either way), and the ids need no sorting or guessing.
+        On SQLite, rows that all carry an ``id`` or all lack one go in
+        multi-row INSERTs of up to :data:`BATCH_ROWS` (see the module's
+        docstring). Without ids, the rows of one statement get consecutive
+        ids ending at the statement's ``lastrowid``: an AUTOINCREMENT table
+        numbers the rows of one INSERT one after another, and the write lock
+        lets no other writer in between. Mixed rows, and other backends, are
+        inserted one by one.
         """
-        return [self.add(row) for row in rows]
+        if len(rows) < 2 or self._c.dialect.name != "sqlite":
+            return [self.add(row) for row in rows]
+        carried = [row.get("id") is not None for row in rows]
+        if any(carried) and not all(carried):
+            return [self.add(row) for row in rows]
+        with_ids = carried[0]
+        ids: list[int] = []
+        for start in range(0, len(rows), BATCH_ROWS):
+            chunk = rows[start : start + BATCH_ROWS]
+            statement, columns = _batch_insert(len(chunk), with_ids)
+            last = statement.last_rowid(self._c, [row[name] for row in chunk for name in columns])
+            if with_ids:
+                ids.extend(int(row["id"]) for row in chunk)
+            else:
+                ids.extend(range(last - len(chunk) + 1, last + 1))
+        return ids
 
     def for_session(self, session_id: str) -> list[dict[str, Any]]:
         return _FOR_SESSION.dicts(self._c, {"p_id": session_id})
