@@ -1,12 +1,15 @@
-"""Engine factory and the SQLite rules, all as SQLAlchemy events in one place.
+"""Engine factory and the SQLite rules, in one place.
 
-The rules come from the design document and from field reports:
+The rules come from the design document and from field reports. They are
+installed as SQLAlchemy events; a unit of work applies the same rules itself
+through :class:`SqliteRules`, which each connection carries:
 
 * on connect: WAL journal, foreign keys on, a short (1 s) busy timeout, and
   the driver's own transaction handling off so that we decide how each
   transaction begins (SQLAlchemy's "pysqlite serializable" recipe);
-* on begin: ``BEGIN IMMEDIATE`` for writers, so lock contention shows up at
-  the start of a transaction instead of as a failed upgrade half-way through;
+* on begin (a unit of work's, or SQLAlchemy's own): ``BEGIN IMMEDIATE`` for
+  writers, so lock contention shows up at the start of a transaction instead
+  of as a failed upgrade half-way through;
   plain deferred ``BEGIN`` for readers, which in WAL never wait for writers.
   A locked database is retried with random jitter (20-150 ms) until a time
   budget runs out -- jitter breaks the convoy of writers retrying in step;

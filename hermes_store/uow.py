@@ -9,7 +9,9 @@ logical operation::
         uow.messages.add(...)
     # committed here; an exception inside the block rolls everything back
 
-A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.engine`),
+A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.engine`;
+on SQLite the unit sends it to the driver itself, which costs less than
+SQLAlchemy's transaction bookkeeping on every append),
 so it either gets the lock up front, waits for it within the patience budget,
 or raises :class:`~hermes_store.errors.StoreLockedError` before any statement
 ran. A read unit begins a deferred transaction: it sees one consistent
