@@ -302,7 +302,7 @@ class SessionDB:
                 )
             if "role" not in message:
                 raise InvalidInputError(f"messages[{index}] has no role")
-            rows.append(self._message_row(session_id, message, label=f"messages[{index}]."))
+            rows.append(self._message_row(session_id, message, index))
             calls += _tool_call_total(message.get("tool_calls"))
         if not rows:
             if self.get_session(session_id) is None:
@@ -567,30 +567,37 @@ class SessionDB:
                 raise SessionNotFoundError(session_id)
 
     def _message_row(
-        self, session_id: str, fields: Mapping[str, Any], label: str = ""
+        self, session_id: str, fields: Mapping[str, Any], index: int | None = None
     ) -> dict[str, Any]:
         """The checked ``messages`` row for an append, before any transaction starts.
 
         ``session_id`` is the caller's, already checked once per call. This
         runs for every message the agent writes, so the common values -- None,
-        ASCII text -- pass without a call; anything else gets text_arg's full
-        check and error.
+        ASCII text, a plain int -- pass without a call; anything else gets the
+        full check of :mod:`~hermes_store.validation` and its error, which names
+        the field (``messages[3].content`` for the fourth message of a turn).
         """
         get = fields.get
+        role = get("role")
+        if type(role) is not str or not role.isascii() or not role.strip():
+            role = text_arg(_field_name(index, "role"), role, non_empty=True)
+        token_count = get("token_count")
+        if token_count is not None and type(token_count) is not int:
+            token_count = int_arg(_field_name(index, "token_count"), token_count)
         row: dict[str, Any] = {
             "session_id": session_id,
-            "role": text_arg(label + "role", get("role"), non_empty=True),
+            "role": role,
             "timestamp": self._clock(),
-            "token_count": int_arg(label + "token_count", get("token_count"), optional=True),
+            "token_count": token_count,
         }
         for name in _OPTIONAL_TEXT_FIELDS:
             value = get(name)
             if value is not None and not (type(value) is str and value.isascii()):
-                value = text_arg(label + name, value)
+                value = text_arg(_field_name(index, name), value)
             row[name] = value
         for name in JSON_MESSAGE_FIELDS:
             value = get(name)
-            row[name] = json_arg(label + name, value) if value else None
+            row[name] = json_arg(_field_name(index, name), value) if value else None
         return row
 
     @staticmethod
@@ -600,6 +607,11 @@ class SessionDB:
             int_arg("limit", limit, minimum=0),
             int_arg("offset", offset, minimum=0),
         )
+
+
+def _field_name(index: int | None, name: str) -> str:
+    """How an error names a field: ``content``, or ``messages[3].content`` inside a turn."""
+    return name if index is None else f"messages[{index}].{name}"
 
 
 _APPEND_ARGUMENTS = frozenset(
