@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from ..pg_query import tsquery_text
+from ..prepared import Prepared
 from .search_filters import filter_sql
 from .search_pg import word_statement
 
@@ -23,9 +24,12 @@ CONTEXT_CHARS = 200
 # Neighbours in the session's own order (timestamp, id), found through
 # idx_messages_session: "the previous message" needs no sort of the session.
 # Every subquery is aliased, which PostgreSQL before 16 requires and SQLite
-# accepts, so one statement serves both.
-_CONTEXT = text(
-    f"""
+# accepts, so one statement serves both. It runs once per hit, so it is
+# Prepared: on SQLite that skips SQLAlchemy's per-call work, which cost more
+# than the three index lookups.
+_CONTEXT = Prepared(
+    text(
+        f"""
     SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
         SELECT * FROM (
             SELECT m.id, m.role, m.content, m.timestamp FROM messages m
@@ -45,6 +49,7 @@ _CONTEXT = text(
     ) AS neighbourhood
     ORDER BY timestamp, id
     """
+    )
 )
 
 FTS_INDEX = "messages_fts"
@@ -140,5 +145,4 @@ class SearchRepository:
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
-        rows = self._c.execute(_CONTEXT, {"p_session": session_id, "p_id": message_id})
-        return [dict(row) for row in rows.mappings()]
+        return _CONTEXT.dicts(self._c, {"p_session": session_id, "p_id": message_id})
