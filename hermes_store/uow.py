@@ -55,7 +55,6 @@ class UnitOfWork:
         self._patience_s = patience_s
         self._connection: Connection | None = None
         self._kept = False
-        self._open = False
         self._rules: SqliteRules | None = None
         self._driver: sqlite3.Connection | None = None
         self._transaction: RootTransaction | None = None
@@ -79,7 +78,6 @@ class UnitOfWork:
         except BaseException:
             self._connections.release(connection, self._kept)
             raise
-        self._open = True
         self._connection = connection
         self.sessions = SessionRepository(connection)
         self.messages = MessageRepository(connection)
@@ -116,31 +114,34 @@ class UnitOfWork:
             self._connection = None
 
     def commit(self) -> None:
-        if not self._open:
+        """Commit what is open; a no-op when nothing is (an explicit commit already ran).
+
+        On SQLite the connection's state decides, not a flag: whatever
+        transaction is open on it -- the unit's own, or one SQLAlchemy began
+        for statements run after an explicit commit -- is committed, so the
+        kept connection never leaves a unit still inside a transaction.
+        """
+        if self._driver is None:
+            if self._transaction is not None and self._transaction.is_active:
+                self._transaction.commit()
             return
         connection = self.connection
-        if self._driver is None:
-            assert self._transaction is not None
-            if self._transaction.is_active:
-                self._transaction.commit()
-        elif connection.in_transaction():  # SQLAlchemy joined the unit's transaction
+        if connection.in_transaction():  # SQLAlchemy joined (or began) the transaction
             connection.commit()
         elif self._driver.in_transaction:
             self._driver_end("COMMIT")
-        self._open = False
-        if self._write and self._rules is not None and self._driver is not None:
+        else:
+            return
+        if self._write and self._rules is not None:
             self._rules.after_write_commit(self._driver)
 
     def rollback(self) -> None:
-        if not self._open:
-            return
-        self._open = False
-        connection = self.connection
+        """Roll back what is open, at both levels; a no-op when nothing is."""
         if self._driver is None:
-            assert self._transaction is not None
-            if self._transaction.is_active:
+            if self._transaction is not None and self._transaction.is_active:
                 self._transaction.rollback()
             return
+        connection = self.connection
         if connection.in_transaction():
             connection.rollback()
         if self._driver.in_transaction:

@@ -175,6 +175,21 @@ def test_a_kept_connection_holds_no_transaction_between_units(db: SessionDB, uni
         assert _driver(again) is driver, "the same kept connection"
 
 
+def test_statements_after_an_explicit_commit_are_committed_at_the_end(db: SessionDB) -> None:
+    # uow.commit() inside the block ends the unit's transaction; a Core
+    # statement after it starts another, which the end of the block commits too.
+    db.create_session("s1", "cli")
+    with db.store.write() as uow:
+        uow.sessions.bump_counters("s1", 1, 0)
+        uow.commit()
+        uow.connection.execute(text("UPDATE sessions SET title = 'later' WHERE id = 's1'"))
+        connection, driver = uow.connection, _driver(uow)
+    assert not connection.in_transaction() and not driver.in_transaction
+    session = db.get_session("s1")
+    assert session["message_count"] == 1 and session["title"] == "later"
+    db.append_message("s1", "user", "the next unit works")
+
+
 @pytest.mark.parametrize("through", ["driver", "sqlalchemy"])
 def test_a_failed_commit_rolls_back_and_leaves_the_connection_clean(
     db: SessionDB, through: str
