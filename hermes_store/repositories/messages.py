@@ -8,7 +8,7 @@ not one INSERT per message: SQLite (3.40) opens a statement savepoint for
 every statement that writes an FTS5 table, and FTS5 writes its pending index
 data out as a new segment at each one. One statement per turn means one
 segment per index per turn instead of one per message -- the same rows and
-index, about a third less work for a 6-message turn.
+index, and less than half the instructions for a 6-message turn.
 """
 
 from __future__ import annotations
