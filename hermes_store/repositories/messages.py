@@ -62,7 +62,7 @@ def _batch_insert(rows: int, with_ids: bool) -> tuple[Prepared, tuple[str, ...]]
         {name: bindparam(f"r{i}_{name}", type_=M.c[name].type) for name in columns}
         for i in range(rows)
     ]
-    order = [f"r{i}_{name}" for i in range(rows) for name in columns]
+    order = [bind.key for row in values for bind in row.values()]
     return Prepared(insert(M).values(values), order=order), columns
 
 
