@@ -3,10 +3,11 @@
 Runs the plain-sqlite3 baseline and hermes_store interleaved on the same
 disk and prints, per workload, the median time of each, the ratio
 store/plain, the target and PASS/MISS; then the peak memory of an export.
-The verdict is on wall time; beside it, the ratio of this process's CPU time
-(user + system), which leaves out waiting for the disk and so moves far less
-from run to run on a shared machine. No assertion anywhere: a MISS is a
-finding, not a failure.
+The verdict is on wall time. Beside it: the spread of the per-repetition
+ratios (a verdict marked ``~`` has the target inside that spread, so another
+run may flip it), and the ratio of this process's CPU time (user + system),
+which leaves out waiting for the disk and so moves far less from run to run
+on a shared machine. No assertion anywhere: a MISS is a finding, not a failure.
 """
 
 from __future__ import annotations
@@ -80,11 +81,14 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
     medians = {name: statistics.median(values) for name, values in samples.items()}
     errors = {name: sum(e.get("errors", 0) for e in extras[name]) for name in samples}
     ratio = medians["store"] / medians["plain"]
+    spread = paired_spread(samples["store"], samples["plain"])
     clean = not workload.needs_zero_errors or errors["store"] == 0
     if workload.target is None:
         verdict = "info"
     else:
         verdict = "PASS" if ratio <= workload.target and clean else "MISS"
+        if spread is not None and spread[0] <= workload.target < spread[1]:
+            verdict += "~"
     result: dict[str, Any] = {
         "workload": workload.key,
         "title": workload.title,
@@ -101,6 +105,7 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
             else None
         ),
         "ratio": ratio,
+        "paired_ratio_iqr": spread,
         "target": workload.target,
         "verdict": verdict,
         "errors": errors,
@@ -116,6 +121,21 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
             e.get("identical_output", True) for n in samples for e in extras[n]
         )
     return result
+
+
+def paired_spread(store: list[float], plain: list[float]) -> tuple[float, float] | None:
+    """The middle half (25th-75th percentile) of the per-repetition ratios store/plain.
+
+    Each repetition runs both sides back to back, so its ratio cancels most
+    of a shared machine's drift; the spread of those ratios says how far the
+    verdict can be trusted. A target inside it is marked ``~``: the verdict
+    would flip on another run. None with fewer than two repetitions.
+    """
+    ratios = [s / p for s, p in zip(store, plain, strict=True)]
+    if len(ratios) < 2:
+        return None
+    low, _median, high = statistics.quantiles(ratios, n=4, method="inclusive")
+    return low, high
 
 
 def cross_check(ctx: W.Context) -> list[str]:
@@ -170,7 +190,8 @@ def memory_probes(ctx: W.Context, quick: bool) -> list[dict[str, Any]]:
 def print_table(results: list[dict[str, Any]]) -> None:
     header = (
         f"{'workload':<40} {'size':<44} {'reps':>4} {'unit':<12} "
-        f"{'plain':>10} {'store':>10} {'store/plain':>11} {'cpu s/p':>7} {'target':>7}  verdict"
+        f"{'plain':>10} {'store':>10} {'store/plain':>11} {'spread':>11} {'cpu s/p':>7} "
+        f"{'target':>7}  verdict"
     )
     print(header)
     print("-" * len(header))
@@ -187,10 +208,12 @@ def print_table(results: list[dict[str, Any]]) -> None:
             verdict += "  OUTPUT DIFFERS"
         target = "-" if r["target"] is None else f"<= {r['target']:.1f}"
         cpu = "-" if r["cpu_ratio"] is None else f"{r['cpu_ratio']:.2f}"
+        iqr = r["paired_ratio_iqr"]
+        spread = "-" if iqr is None else f"{iqr[0]:.2f}-{iqr[1]:.2f}"
         print(
             f"{r['title']:<40} {r['size']:<44} {r['reps']:>4} {r['unit']:<12} "
             f"{fmt_time(r['median_s']['plain']):>10} {fmt_time(r['median_s']['store']):>10} "
-            f"{r['ratio']:>11.2f} {cpu:>7} {target:>7}  {verdict}"
+            f"{r['ratio']:>11.2f} {spread:>11} {cpu:>7} {target:>7}  {verdict}"
         )
 
 

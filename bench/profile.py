@@ -82,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
                 passed = relay(run)
                 print(
                     f"lock taken again by the writer that released it: {passed.get('again')}; "
-                    f"median release-to-take gap {passed.get('gap_us_median')} us"
+                    f"median release-to-take gap {passed.get('gap_us_median')} us; "
+                    f"{passed.get('handoffs')} hand-offs (hold after one "
+                    f"{passed.get('hold_after_handoff_ms')} ms, otherwise "
+                    f"{passed.get('hold_steady_ms')} ms); lock idle "
+                    f"{passed.get('idle_short_ms')} ms within stretches, "
+                    f"{passed.get('idle_long_ms')} ms while the others slept"
                 )
             if args.no_cprofile:
                 return 0

@@ -139,10 +139,18 @@ if __name__ == "__main__":
 
 
 def relay(reports: list[dict[str, object]]) -> dict[str, float]:
-    """How the lock travelled between writers: held again by the same one, and the gaps.
+    """How the lock travelled between writers, and where the run's wall time went.
 
-    ``again`` is the share of lock takes by the writer that released it just
-    before; ``gap_us_median`` the median time from a release to the next take.
+    ``again``: share of lock takes by the writer that released it just before;
+    ``gap_us_median``: median time from a release to the next take;
+    ``handoffs``: takes by another writer; ``hold_after_handoff_ms`` and
+    ``hold_steady_ms``: median hold of an append right after a hand-off and of
+    one that kept the lock (the difference is what a hand-off costs: the new
+    holder's page cache starts cold); ``idle_short_ms`` / ``idle_long_ms``:
+    lock idle between appends of one stretch (< 1 ms, the holder's own Python)
+    and while every other writer slept in its back-off (>= 1 ms).
+    A hold runs from ``BEGIN IMMEDIATE`` to the append's return, so it
+    includes the post-commit checkpoint every 50 commits.
     """
     spans = sorted(
         (start, end, writer)
@@ -153,7 +161,18 @@ def relay(reports: list[dict[str, object]]) -> dict[str, float]:
         return {}
     pairs = list(zip(spans, spans[1:], strict=False))
     gaps = sorted(after[0] - before[1] for before, after in pairs)
+    after_handoff = sorted(a[1] - a[0] for b, a in pairs if b[2] != a[2])
+    steady = sorted(a[1] - a[0] for b, a in pairs if b[2] == a[2])
+
+    def median_ms(values: list[float]) -> float:
+        return round(1e3 * values[len(values) // 2], 3) if values else float("nan")
+
     return {
-        "again": round(sum(b[2] == a[2] for b, a in pairs) / len(pairs), 3),
+        "again": round(len(steady) / len(pairs), 3),
         "gap_us_median": round(1e6 * gaps[len(gaps) // 2]),
+        "handoffs": len(after_handoff),
+        "hold_after_handoff_ms": median_ms(after_handoff),
+        "hold_steady_ms": median_ms(steady),
+        "idle_short_ms": round(1e3 * sum(g for g in gaps if 0 < g < 1e-3), 2),
+        "idle_long_ms": round(1e3 * sum(g for g in gaps if g >= 1e-3), 2),
     }
