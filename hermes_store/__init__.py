@@ -4,6 +4,7 @@
 services receive by injection.
 """
 
+from .durability import Durability
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
@@ -20,6 +21,7 @@ from .uow import UnitOfWork, UnitOfWorkFactory
 
 __all__ = [
     "ContentionPolicy",
+    "Durability",
     "InvalidInputError",
     "SchemaError",
     "SessionDB",

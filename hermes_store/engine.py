@@ -4,7 +4,8 @@ The rules come from the design document and from field reports. They are
 installed as SQLAlchemy events; a unit of work applies the same rules itself
 through :class:`SqliteRules`, which each connection carries:
 
-* on connect: WAL journal, foreign keys on, a short (1 s) busy timeout, and
+* on connect: WAL journal, foreign keys on, a short (1 s) busy timeout, the
+  store's durability (``synchronous``, see :mod:`hermes_store.durability`), and
   the driver's own transaction handling off so that we decide how each
   transaction begins (SQLAlchemy's "pysqlite serializable" recipe);
 * on begin (a unit of work's, or SQLAlchemy's own): ``BEGIN IMMEDIATE`` for
@@ -30,6 +31,7 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine
 
+from .durability import Durability
 from .errors import StoreLockedError
 from .location import sqlite_file
 
@@ -82,23 +84,29 @@ def is_lock_error(error: BaseException) -> bool:
     return "locked" in message or "busy" in message
 
 
-def create_store_engine(url: URL, policy: ContentionPolicy | None = None) -> Engine:
+def create_store_engine(
+    url: URL,
+    policy: ContentionPolicy | None = None,
+    durability: Durability | str = Durability.FULL,
+) -> Engine:
     """An engine for ``url``; SQLite engines get the rules of this module.
 
     PostgreSQL engines get theirs from :mod:`hermes_store.postgres`.
+    ``durability`` is checked first, so a wrong value opens nothing.
     """
     policy = policy or ContentionPolicy()
+    durability = Durability.of(durability)
     if url.get_backend_name() == "postgresql":
         from .postgres import create_postgresql_engine
 
-        return create_postgresql_engine(url, policy)
+        return create_postgresql_engine(url, policy, durability)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": policy.busy_timeout_ms / 1000},
     )
-    _install_sqlite_rules(engine, policy, str(sqlite_file(url) or url.database))
+    _install_sqlite_rules(engine, policy, durability, str(sqlite_file(url) or url.database))
     return engine
 
 
@@ -161,8 +169,11 @@ def sqlite_rules(connection: Connection) -> SqliteRules | None:
     return connection.info.get(_SQLITE_RULES)
 
 
-def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: str) -> None:
+def _install_sqlite_rules(
+    engine: Engine, policy: ContentionPolicy, durability: Durability, database: str
+) -> None:
     rules = SqliteRules(policy, database)
+    synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
@@ -170,6 +181,8 @@ def _install_sqlite_rules(engine: Engine, policy: ContentionPolicy, database: st
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout = {int(policy.busy_timeout_ms)}")
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
+        # Set even for FULL: a build whose default is NORMAL must not weaken it silently.
+        dbapi_connection.execute(synchronous)
         (mode,) = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
         if str(mode).lower() != "wal":
             # Asking only when needed keeps the open of a current database read-only.

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from .cjk_query import TRIGRAM, has_cjk, make_snippet, substring_query
+from .durability import Durability
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
@@ -60,7 +61,12 @@ def _tool_call_total(tool_calls: Any) -> int:
 
 
 class SessionDB:
-    """Session storage with FTS5 search, on SQLite by default."""
+    """Session storage with FTS5 search, on SQLite by default.
+
+    ``durability="normal"`` trades the last commits before a power loss for
+    faster writes (see :mod:`hermes_store.durability`); the default keeps
+    every returned write on the disk, as the old store did.
+    """
 
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
 
@@ -70,11 +76,19 @@ class SessionDB:
         *,
         store: Store | None = None,
         policy: ContentionPolicy | None = None,
+        durability: Durability | str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if store is not None and db_path is not None:
             raise InvalidInputError("pass either db_path or store, not both")
-        self._store = store or Store(db_path, policy=policy)
+        if store is not None and (policy is not None or durability is not None):
+            # Silently ignoring them would run a store on settings the caller did not ask for.
+            raise InvalidInputError(
+                "policy and durability are the store's: pass them to Store(), not with store="
+            )
+        self._store = store or Store(
+            db_path, policy=policy, durability=Durability.FULL if durability is None else durability
+        )
         self._owns_store = store is None
         self._clock = clock
         self.db_path = self._store.path

@@ -33,6 +33,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
+from .durability import Durability
 from .errors import InvalidInputError, StoreLockedError
 
 if TYPE_CHECKING:
@@ -62,13 +63,15 @@ def _milliseconds(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-def create_postgresql_engine(url: URL, policy: ContentionPolicy) -> Engine:
+def create_postgresql_engine(
+    url: URL, policy: ContentionPolicy, durability: Durability = Durability.FULL
+) -> Engine:
     """An engine on ``url`` whose units of work follow the rules of this module."""
-    engine = create_engine(
-        url,
-        pool_pre_ping=True,
-        connect_args={"options": f"-c lock_timeout={_milliseconds(policy.patience_s)}"},
+    options = (
+        f"-c lock_timeout={_milliseconds(policy.patience_s)} "
+        f"-c synchronous_commit={durability.postgresql_synchronous_commit}"
     )
+    engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
     _install_rules(engine, policy)
     return engine
 

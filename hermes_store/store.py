@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, Engine
 
 from .connections import ThreadConnections
+from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
 from .location import resolve_url, sqlite_file
 from .private_files import ensure_private_database
@@ -26,32 +27,40 @@ from .uow import UnitOfWork
 
 
 @lru_cache(maxsize=16)
-def _engine_for(url: URL, policy: ContentionPolicy) -> Engine:
-    """One engine per (database, policy) per process, reused across open and close.
+def _engine_for(url: URL, policy: ContentionPolicy, durability: Durability) -> Engine:
+    """One engine per (database, policy, durability) per process, reused across open and close.
 
     ``Store.close`` empties the engine's pool, which closes its connections
     (so the file is free for others) but keeps the engine, its event rules and
     its compiled-statement cache for the next store on the same database.
     """
-    return create_store_engine(url, policy)
+    return create_store_engine(url, policy, durability)
 
 
 class Store:
-    """Owns the engine for one database and opens units of work on it."""
+    """Owns the engine for one database and opens units of work on it.
+
+    ``durability`` (``"full"`` by default, or ``"normal"``) says whether a
+    commit is on the disk before the call returns; see
+    :mod:`hermes_store.durability` for what ``"normal"`` risks and saves.
+    """
 
     def __init__(
         self,
         target: str | os.PathLike[str] | URL | None = None,
         *,
         policy: ContentionPolicy | None = None,
+        durability: Durability | str = Durability.FULL,
         migrate: bool = True,
     ) -> None:
+        # Checked before anything is touched: a wrong value creates no file.
+        self.durability = Durability.of(durability)
         self.url: URL = resolve_url(target)
         self.path: Path | None = sqlite_file(self.url)
         if self.path is not None:
             ensure_private_database(self.path)
         self.policy = policy or ContentionPolicy()
-        self.engine: Engine = _engine_for(self.url, self.policy)
+        self.engine: Engine = _engine_for(self.url, self.policy, self.durability)
         self._connections = ThreadConnections(self.engine)
         if migrate:
             self._bring_to_head()

@@ -1,8 +1,8 @@
 """A writer that is killed mid-burst by tests/test_crash_safety.py.
 
-``python tests/crash_worker.py DB SESSION`` appends 3-message turns to
-SESSION forever, printing ``<turn> <id> <id> <id>`` after each commit, until
-SIGKILL ends it at a random point.
+``python tests/crash_worker.py DB SESSION DURABILITY`` appends 3-message
+turns to SESSION forever, printing ``<turn> <id> <id> <id>`` after each
+commit, until SIGKILL ends it at a random point.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from hermes_store import SessionDB
 
 
 def main() -> None:
-    db_path, session_id = sys.argv[1], sys.argv[2]
-    db = SessionDB(db_path)
+    db_path, session_id, durability = sys.argv[1:4]
+    db = SessionDB(db_path, durability=durability)
     print("ready", flush=True)
     turn = 0
     while True:
