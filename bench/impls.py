@@ -55,8 +55,24 @@ class StoreImpl(Impl):
         db.append_messages(session_id, turn)
 
 
+class StoreNormalDurability(StoreImpl):
+    """The store with ``durability="normal"``: no disk flush per commit (info rows only).
+
+    Not a like-for-like contender -- plain flushes every commit -- but the
+    measured price of the default's guarantee, for whoever chooses.
+    """
+
+    name = "store_normal"
+
+    def open(self, path: Path) -> Any:
+        from hermes_store import SessionDB
+
+        return SessionDB(path, durability="normal")
+
+
 IMPLS: dict[str, Impl] = {
     "plain": Plain(),
     "plain_tx": PlainOneTransaction(),
     "store": StoreImpl(),
+    "store_normal": StoreNormalDurability(),
 }

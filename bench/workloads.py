@@ -165,8 +165,20 @@ def append_message_old_schema(ctx: Context) -> Workload:
     )
 
 
+def append_message_normal(ctx: Context) -> Workload:
+    """Info: the store with ``durability="normal"`` (no flush per commit) vs plain."""
+    return _append_message(
+        ctx, "append_normal", "  same, store durability=normal (info)", None, "store_normal"
+    )
+
+
 def _append_message(
-    ctx: Context, key: str, title: str, target: float | None, old_schema: bool = False
+    ctx: Context,
+    key: str,
+    title: str,
+    target: float | None,
+    contender: str = "store",
+    old_schema: bool = False,
 ) -> Workload:
     n = ctx.sizes.append_n
     flat = [m for turn in ctx.turns for m in turn]
@@ -206,6 +218,7 @@ def _append_message(
         run,
         teardown,
         op_label="append",
+        contender=contender,
     )
 
 
@@ -226,6 +239,13 @@ def append_turn_floor(ctx: Context) -> Workload:
     """
     return _append_turn(
         ctx, "turn_floor", "  floor: store's SQL on plain sqlite3 (info)", None, "plain_tx"
+    )
+
+
+def append_turn_normal(ctx: Context) -> Workload:
+    """Info: a turn on the store with ``durability="normal"`` vs 6 plain commits."""
+    return _append_turn(
+        ctx, "turn_normal", "  same, store durability=normal (info)", None, "store_normal"
     )
 
 
@@ -471,6 +491,21 @@ def export_jsonl(ctx: Context) -> Workload:
 # contention: real writer processes
 # ----------------------------------------------------------------------
 def concurrent_writers(ctx: Context) -> Workload:
+    sizes = ctx.sizes
+    title = f"{sizes.writers} writer procs x {sizes.writer_appends} appends"
+    return _concurrent_writers(ctx, "writers", title, 1.0)
+
+
+def concurrent_writers_normal(ctx: Context) -> Workload:
+    """Info: the six writers on the store with ``durability="normal"`` vs plain."""
+    return _concurrent_writers(
+        ctx, "writers_normal", "  same, store durability=normal (info)", None, "store_normal"
+    )
+
+
+def _concurrent_writers(
+    ctx: Context, key: str, title: str, target: float | None, contender: str = "store"
+) -> Workload:
     writers, appends = ctx.sizes.writers, ctx.sizes.writer_appends
 
     def setup(impl: Impl, ctx: Context) -> dict[str, Any]:
@@ -527,9 +562,9 @@ def concurrent_writers(ctx: Context) -> Workload:
         return {"errors": errors, "retries": sum(retries) if retries else None, "first": first}
 
     return Workload(
-        "writers",
-        f"{writers} writer procs x {appends} appends",
-        1.0,
+        key,
+        title,
+        target,
         f"{writers}x{appends} = {writers * appends:,} commits, wall time",
         1,
         ctx.sizes.writer_reps,
@@ -540,19 +575,23 @@ def concurrent_writers(ctx: Context) -> Workload:
         op_label="run",
         needs_zero_errors=True,
         in_process=False,
+        contender=contender,
     )
 
 
 ALL = (
     append_message,
     append_message_old_schema,
+    append_message_normal,
     append_turn,
     append_turn_floor,
+    append_turn_normal,
     get_messages,
     search_messages,
     open_db,
     cold_start,
     concurrent_writers,
+    concurrent_writers_normal,
     export_jsonl,
 )
 
@@ -580,12 +619,15 @@ def by_key(ctx: Context) -> dict[str, Workload]:
 KEYS = (
     "append_message",
     "append_v6ref",
+    "append_normal",
     "append_turn",
     "turn_floor",
+    "turn_normal",
     "get_messages",
     "search_messages",
     "open",
     "cold_start",
     "writers",
+    "writers_normal",
     "export",
 )

@@ -46,7 +46,7 @@ class _LockClock:
             self.locked_at = 0.0
 
     def install(self, impl_name: str, db: object) -> None:
-        if impl_name == "store":
+        if impl_name.startswith("store"):
             from hermes_store.engine import SqliteRules
 
             # Units of work begin on the driver through SqliteRules.begin: time
