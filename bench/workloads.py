@@ -165,11 +165,13 @@ def append_message_old_schema(ctx: Context) -> Workload:
     )
 
 
+# The info rows of the store with durability="normal": title, no target, contender.
+_DURABILITY_NORMAL = ("  same, store durability=normal (info)", None, "store_normal")
+
+
 def append_message_normal(ctx: Context) -> Workload:
     """Info: the store with ``durability="normal"`` (no flush per commit) vs plain."""
-    return _append_message(
-        ctx, "append_normal", "  same, store durability=normal (info)", None, "store_normal"
-    )
+    return _append_message(ctx, "append_normal", *_DURABILITY_NORMAL)
 
 
 def _append_message(
@@ -244,9 +246,7 @@ def append_turn_floor(ctx: Context) -> Workload:
 
 def append_turn_normal(ctx: Context) -> Workload:
     """Info: a turn on the store with ``durability="normal"`` vs 6 plain commits."""
-    return _append_turn(
-        ctx, "turn_normal", "  same, store durability=normal (info)", None, "store_normal"
-    )
+    return _append_turn(ctx, "turn_normal", *_DURABILITY_NORMAL)
 
 
 def _append_turn(
@@ -498,9 +498,7 @@ def concurrent_writers(ctx: Context) -> Workload:
 
 def concurrent_writers_normal(ctx: Context) -> Workload:
     """Info: the six writers on the store with ``durability="normal"`` vs plain."""
-    return _concurrent_writers(
-        ctx, "writers_normal", "  same, store durability=normal (info)", None, "store_normal"
-    )
+    return _concurrent_writers(ctx, "writers_normal", *_DURABILITY_NORMAL)
 
 
 def _concurrent_writers(
