@@ -26,8 +26,8 @@ from .errors import (
     TitleConflictError,
 )
 from .fts_query import query_items, sanitize_fts5_query
+from .layout import TRIGRAM_INDEX
 from .postgres import retrying
-from .repositories.search import TRIGRAM_INDEX
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
 from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
@@ -434,7 +434,7 @@ class SessionDB:
         into CJK text (``修改youer服务端``). Short Latin terms never scan: "x"
         as a substring would match nearly everything.
         """
-        if has_cjk(query):
+        if has_cjk(query) or not uow.search.has_word_index:
             return self._substring_matches(uow, items, filters, allow_scan=True)
         limit, offset = filters["limit"], filters["offset"]
         window = {**filters, "limit": offset + limit, "offset": 0}
@@ -455,16 +455,22 @@ class SessionDB:
         ``allow_scan=False`` keeps to what an index answers: terms of three or
         more characters (the trigram table; pg_trgm for ILIKE on PostgreSQL).
         """
-        postgresql = uow.search.postgresql
+        search = uow.search
+        postgresql = search.postgresql
+        # The agent's v23+ trigram table leaves tool rows out; a search of tool
+        # rows alone scans instead, as the agent's own code does.
+        trigram = search.has_trigram and not (
+            search.trigram_skips_tool_rows and "tool" in (filters["roles"] or ())
+        )
         substring = (
             substring_query(items, trigram=False, like="ILIKE")
             if postgresql
-            else substring_query(items)
+            else substring_query(items, trigram=trigram)
         )
         if substring is None:
             return []
         if substring.fts is not None:
-            return uow.search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
+            return search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
         indexed = postgresql and min(map(len, substring.needles)) >= TRIGRAM
         if not (allow_scan or indexed):
             return []

@@ -20,9 +20,11 @@ from sqlalchemy.engine import URL, Engine
 from .connections import ThreadConnections
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
+from .errors import SchemaError
+from .layout import STANDARD, Layout, LayoutCell
 from .location import resolve_url, sqlite_file
 from .private_files import ensure_private_database
-from .schema_state import is_current_on
+from .schema_state import HEAD_SCHEMA_VERSION, Ladder, read_schema_state
 from .uow import UnitOfWork
 
 
@@ -62,30 +64,68 @@ class Store:
         self.policy = policy or ContentionPolicy()
         self.engine: Engine = _engine_for(self.url, self.policy, self.durability)
         self._connections = ThreadConnections(self.engine)
-        if migrate:
-            self._bring_to_head()
+        self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
+        self._open_schema(migrate)
 
-    def _bring_to_head(self) -> None:
-        """Migrate only when the file is not current; the check is one read.
+    def _open_schema(self, migrate: bool) -> None:
+        """Read the file's schema state, migrate if it is ours and behind, learn its layout.
 
-        The read runs on this thread's kept connection, which the caller's
-        first unit of work then reuses. Alembic is imported only when there
-        is something to migrate.
+        On a file at our head this is one read, on this thread's kept
+        connection, which the caller's first unit of work then reuses; Alembic
+        is imported only when there is something to migrate. A file of the
+        agent's own schema versions (7 and later) is never migrated: its
+        layout is read and the repositories follow it.
         """
-        with self.read() as uow:
-            current = is_current_on(uow.connection)
-        if not current:
-            from .migrate import upgrade
+        if self._learn_layout(migrate):
+            return
+        from .migrate import upgrade
 
-            upgrade(self.engine, "head")
+        upgrade(self.engine, "head")
+        self._learn_layout(migrate=False)
+
+    def _learn_layout(self, migrate: bool) -> bool:
+        """Read state and layout in one read unit; False when a migration must come first."""
+        with UnitOfWork(self._connections, write=False) as uow:
+            state = read_schema_state(uow.connection)
+            if state.ladder is Ladder.AGENT and self.engine.dialect.name != "sqlite":
+                raise SchemaError(
+                    f"{self!r} holds schema_version {state.version}, which no hermes_store "
+                    f"writes (it keeps the document's {HEAD_SCHEMA_VERSION}) and the agent's "
+                    "own code does not use PostgreSQL: refusing to guess its schema"
+                )
+            if migrate and state.needs_migration:
+                return False
+            if self.engine.dialect.name == "sqlite":
+                cell = LayoutCell(STANDARD, state.cookie)
+                # A file still to be migrated (by a caller that opened it with
+                # migrate=False to do so itself) keeps the standard layout: the
+                # first unit after the migration sees the cookie move and reads it.
+                if not state.needs_migration:
+                    cell.refresh(uow.connection.connection.driver_connection, state)
+                self._layouts = cell
+        return True
+
+    @property
+    def layout(self) -> Layout:
+        """The layout the store reads the file in (see :mod:`hermes_store.layout`)."""
+        if self._layouts is None:
+            return STANDARD
+        return self._layouts.layout
+
+    @property
+    def ladder(self) -> Ladder:
+        """Whose version steps the file follows: ours, or the Hermes agent's own."""
+        return self.layout.ladder
 
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""
-        return UnitOfWork(self._connections, write=False)
+        return UnitOfWork(self._connections, write=False, layouts=self._layouts)
 
     def write(self, *, patience_s: float | None = None) -> UnitOfWork:
         """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
-        return UnitOfWork(self._connections, write=True, patience_s=patience_s)
+        return UnitOfWork(
+            self._connections, write=True, patience_s=patience_s, layouts=self._layouts
+        )
 
     def close(self) -> None:
         """Close every idle connection, releasing the file; a later unit reconnects.
