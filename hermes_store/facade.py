@@ -65,7 +65,9 @@ class SessionDB:
 
     ``durability="normal"`` trades the last commits before a power loss for
     faster writes (see :mod:`hermes_store.durability`); the default keeps
-    every returned write on the disk, as the old store did.
+    every returned write on the disk, as the old store did. ``read_only=True``
+    opens the file for reading only (see :class:`~hermes_store.store.Store`):
+    every write method then raises :class:`~hermes_store.errors.ReadOnlyStoreError`.
     """
 
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
@@ -77,17 +79,24 @@ class SessionDB:
         store: Store | None = None,
         policy: ContentionPolicy | None = None,
         durability: Durability | str | None = None,
+        read_only: bool | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if store is not None and db_path is not None:
             raise InvalidInputError("pass either db_path or store, not both")
-        if store is not None and (policy is not None or durability is not None):
+        if store is not None and (
+            policy is not None or durability is not None or read_only is not None
+        ):
             # Silently ignoring them would run a store on settings the caller did not ask for.
             raise InvalidInputError(
-                "policy and durability are the store's: pass them to Store(), not with store="
+                "policy, durability and read_only are the store's: pass them to Store(), "
+                "not with store="
             )
         self._store = store or Store(
-            db_path, policy=policy, durability=Durability.FULL if durability is None else durability
+            db_path,
+            policy=policy,
+            durability=Durability.FULL if durability is None else durability,
+            read_only=False if read_only is None else read_only,
         )
         self._owns_store = store is None
         self._clock = clock

@@ -33,6 +33,7 @@ from .schema_state import (
     is_current,
     read_schema_state,
     read_state,
+    refuse_foreign_file,
     revision_for_version,
     version_for_revision,
 )
@@ -126,7 +127,9 @@ def prepare_database(context: MigrationContext, script: ScriptDirectory) -> str 
     if check_known(version, revision) is Ladder.AGENT or revision is not None:
         return None
     if version is None:
-        if "sessions" in inspect(connection).get_table_names():
+        if connection.dialect.name == "sqlite":
+            refuse_foreign_file(connection, str(connection.engine.url.database))
+        elif "sessions" in inspect(connection).get_table_names():
             raise SchemaError(
                 "the database has a sessions table but no schema_version row and no "
                 "alembic_version; refusing to guess which schema it has"

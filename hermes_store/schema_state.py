@@ -216,3 +216,30 @@ def is_current(engine: Engine) -> bool:
     """
     with engine.connect().execution_options(**{READ_OPTION: True}) as connection:
         return is_current_on(connection)
+
+
+_TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+
+
+def refuse_foreign_file(connection: Connection, where: str) -> None:
+    """Refuse a SQLite file that holds tables but none of a session store's.
+
+    Called only for a file without ``schema_version`` or ``alembic_version``
+    (an empty file, normally): building the store's tables beside someone
+    else's would turn an unrelated database into a half session store. A
+    ``sessions`` table without a version is refused too: its schema cannot
+    be told.
+    """
+    names = sorted(connection.exec_driver_sql(_TABLE_NAMES).scalars())
+    if not names:
+        return
+    if "sessions" in names:
+        raise SchemaError(
+            f"{where} has a sessions table but no schema_version row and no "
+            "alembic_version; refusing to guess which schema it has"
+        )
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    raise SchemaError(
+        f"{where} is not a Hermes session store: it holds other tables ({shown}) "
+        "and none of the store's; nothing was changed"
+    )

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from ..layout import STANDARD, Layout
 from ..models import messages_table
 from ..prepared import Prepared
+from .agent_guards import refuse_broken_deletes, refuse_locked_sessions
 from .shapes import live_messages, message_columns, writable_messages
 
 M = messages_table
@@ -132,10 +133,13 @@ class MessageRepository:
 
     def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
         self._c = connection
+        self._layout = layout
         self._s = _STANDARD if layout is STANDARD else statements_for(layout)
 
     def add(self, row: dict[str, Any]) -> int:
         """Insert one row; its ``id`` if it carries one, else the next free id."""
+        if self._layout.compression_locks:
+            refuse_locked_sessions(self._c, self._layout, (row["session_id"],))
         statement = self._s.insert_with_id if row.get("id") is not None else self._s.insert
         return statement.inserted_id(self._c, row)
 
@@ -150,6 +154,8 @@ class MessageRepository:
         lets no other writer in between. Mixed rows, and other backends, are
         inserted one by one.
         """
+        if self._layout.compression_locks:
+            refuse_locked_sessions(self._c, self._layout, (row["session_id"] for row in rows))
         if len(rows) < 2 or self._c.dialect.name != "sqlite":
             return [self.add(row) for row in rows]
         carried = [row.get("id") is not None for row in rows]
@@ -174,6 +180,7 @@ class MessageRepository:
         return self._s.conversation.dicts(self._c, {"p_id": session_id})
 
     def delete_for_session(self, session_id: str) -> int:
+        refuse_broken_deletes(self._c, self._layout, (session_id,))
         return self._c.execute(self._s.delete_for_session, {"p_id": session_id}).rowcount
 
     def count(self, session_id: str | None = None) -> int:

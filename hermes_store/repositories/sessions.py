@@ -27,6 +27,7 @@ from sqlalchemy.sql.elements import BindParameter
 from ..layout import STANDARD, Layout
 from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
+from .agent_guards import refuse_broken_deletes
 from .shapes import session_columns, sessions_from, writable_sessions
 
 S = sessions_table
@@ -268,6 +269,7 @@ class SessionRepository:
 
     def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
         self._c = connection
+        self._layout = layout
         self._r = _STANDARD_READS if layout is STANDARD else _reads_for(layout)
 
     # -- lifecycle -------------------------------------------------------
@@ -300,6 +302,7 @@ class SessionRepository:
 
     def delete(self, session_id: str) -> bool:
         """Delete a session and its messages; its children become roots, not casualties."""
+        refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(_ORPHAN_CHILDREN, {"p_id": session_id})
         self._c.execute(_DELETE_MESSAGES, {"p_id": session_id})
         deleted = self._changed(_DELETE, {"p_id": session_id})
@@ -312,6 +315,7 @@ class SessionRepository:
         params = {"p_cutoff": cutoff, "p_source": source}
         doomed = list(self._c.execute(_PRUNE_IDS, params).scalars())
         if doomed:
+            refuse_broken_deletes(self._c, self._layout, doomed)
             self._c.execute(_PRUNE_ORPHAN, params)
             self._c.execute(_PRUNE_MESSAGES, params)
             self._c.execute(_PRUNE_SESSIONS, params)
