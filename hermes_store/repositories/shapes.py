@@ -16,13 +16,25 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import Integer, column, table
+from sqlalchemy import Integer, Table, column, table
 from sqlalchemy.sql.expression import TableClause
 
 from ..layout import MESSAGE_COLUMNS, SESSION_COLUMNS, STANDARD, Layout
 from ..models import messages_table, sessions_table
 
 SYSTEM_PROMPTS_JOIN = "LEFT JOIN system_prompts sp ON sp.hash = {alias}.system_prompt_hash"
+
+
+def _absent(table: Table, name: str) -> str:
+    """How a column the file lacks reads: what migrating it would have filled in.
+
+    ``ALTER TABLE ADD COLUMN ... DEFAULT 0`` gives existing rows the default,
+    so an old file read without being migrated reads as the migrated one would.
+    """
+    default = table.c[name].server_default
+    value = getattr(default, "arg", None)
+    literal = getattr(value, "text", None) if value is not None else None
+    return f"{literal or 'NULL'} AS {name}"
 
 
 @lru_cache(maxsize=64)
@@ -35,7 +47,7 @@ def session_columns(layout: Layout, alias: str = "s") -> str:
         elif name in layout.session_columns:
             parts.append(f"{alias}.{name}")
         else:
-            parts.append(f"NULL AS {name}")
+            parts.append(_absent(sessions_table, name))
     return ", ".join(parts)
 
 
@@ -52,7 +64,7 @@ def sessions_from(layout: Layout, alias: str = "s") -> str:
 def message_columns(layout: Layout, alias: str = "m") -> str:
     """The documented message columns as a select list (NULL where the file lacks one)."""
     return ", ".join(
-        f"{alias}.{name}" if name in layout.message_columns else f"NULL AS {name}"
+        f"{alias}.{name}" if name in layout.message_columns else _absent(messages_table, name)
         for name in MESSAGE_COLUMNS
     )
 
