@@ -44,7 +44,13 @@ from .errors import StoreError
 from .layout import Layout
 from .models import messages_table, sessions_table
 from .repositories.maintenance import advance_message_identity
-from .repositories.shapes import live_messages, message_columns, session_columns, sessions_from
+from .repositories.shapes import (
+    live_messages,
+    message_columns,
+    session_columns,
+    sessions_from,
+    shadowed,
+)
 from .store import Store
 
 S = sessions_table
@@ -169,7 +175,7 @@ def _session_batches(
     connection: Connection, layout: Layout, n: int
 ) -> Iterator[list[dict[str, Any]]]:
     sql = f"SELECT {session_columns(layout)} FROM {sessions_from(layout)} WHERE 1 = 1{{after}}"
-    return _batches(connection, sql, "s.id", n)
+    return _batches(connection, shadowed(sql, layout), "s.id", n)
 
 
 def _message_batches(
@@ -177,7 +183,7 @@ def _message_batches(
 ) -> Iterator[list[dict[str, Any]]]:
     live = live_messages(layout)
     sql = f"SELECT {message_columns(layout)} FROM messages m WHERE 1 = 1{live}{{after}}"
-    return _batches(connection, sql, "m.id", n)
+    return _batches(connection, shadowed(sql, layout), "m.id", n)
 
 
 def _insert_new(connection: Connection, table: Any, rows: list[dict[str, Any]]) -> int:

@@ -108,7 +108,7 @@ def test_settings_beside_a_given_store_are_refused(store_url: str) -> None:
     try:
         with pytest.raises(InvalidInputError, match="durability are the store's"):
             SessionDB(store=store, durability="normal")
-        with pytest.raises(InvalidInputError, match="policy and durability"):
+        with pytest.raises(InvalidInputError, match="policy, durability and read_only"):
             SessionDB(store=store, policy=ContentionPolicy(patience_s=1.0))
         assert SessionDB(store=store).store is store
     finally:
