@@ -2,7 +2,7 @@
 
 unicode61 makes one token of a whole run of CJK characters (and of Latin
 letters glued to it: ``修改youer服务端的计划`` is a single token), so a word
-inside such a run is invisible to it. The trigram index (schema version 7)
+inside such a run is invisible to it. The trigram index (revision 0007)
 matches any substring of three or more characters. Terms shorter than three
 characters -- most two-character Chinese words, most Korean words -- match
 nothing in a trigram index, so such queries become ``LIKE '%term%'`` tests
