@@ -11,8 +11,10 @@ from .errors import (
     SchemaError,
     SessionExistsError,
     SessionNotFoundError,
+    StoreCorruptError,
     StoreError,
     StoreLockedError,
+    StoreReplacedError,
     TitleConflictError,
 )
 from .facade import SessionDB
@@ -28,8 +30,10 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "Store",
+    "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
+    "StoreReplacedError",
     "TitleConflictError",
     "UnitOfWork",
     "UnitOfWorkFactory",

@@ -48,11 +48,20 @@ class _Kept:
         self.close()
 
 
+def _describe(engine: Engine) -> str:
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
+
+
 class ThreadConnections:
     """Hands each thread its kept connection, or a spare one while that is busy."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.database = _describe(engine)
+        """How errors name the database: its file, or its URL without the password."""
         self._local = threading.local()
         self._kept: weakref.WeakSet[_Kept] = weakref.WeakSet()
         self._lock = threading.Lock()

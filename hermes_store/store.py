@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, Engine
 
 from .connections import ThreadConnections
+from .corruption import corrupt_error
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
 from .location import resolve_url, sqlite_file
@@ -77,7 +78,13 @@ class Store:
         if not current:
             from .migrate import upgrade
 
-            upgrade(self.engine, "head")
+            try:
+                upgrade(self.engine, "head")
+            except Exception as error:  # a migration that meets a damaged page
+                corrupt = corrupt_error(error, self._connections.database)
+                if corrupt is None:
+                    raise
+                raise corrupt from error
 
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""

@@ -16,6 +16,11 @@ so it either gets the lock up front, waits for it within the patience budget,
 or raises :class:`~hermes_store.errors.StoreLockedError` before any statement
 ran. A read unit begins a deferred transaction: it sees one consistent
 snapshot and never takes the write lock.
+
+Whatever meets a damaged page inside a unit -- its begin, any statement, its
+commit -- leaves it as :class:`~hermes_store.errors.StoreCorruptError`, after
+the rollback: the one place every operation goes through, so no caller ever
+sees "not found" or a success for a write that did not happen.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Protocol
 from sqlalchemy.engine import Connection, RootTransaction
 
 from .connections import ThreadConnections
+from .corruption import corrupt_error
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
 from .prepared import driver_error
 from .repositories import MessageRepository, SearchRepository, SessionRepository
@@ -67,7 +73,11 @@ class UnitOfWork:
         return self._connection
 
     def __enter__(self) -> UnitOfWork:
-        connection, self._kept = self._connections.acquire()
+        try:
+            connection, self._kept = self._connections.acquire()
+        except Exception as error:  # connecting reads the header: "not a database"
+            self._raise_if_corrupt(error)
+            raise
         try:
             self._rules = sqlite_rules(connection)
             if self._rules is not None:
@@ -75,8 +85,9 @@ class UnitOfWork:
                 self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
             else:
                 self._begin_through_sqlalchemy(connection)
-        except BaseException:
+        except BaseException as error:
             self._connections.release(connection, self._kept)
+            self._raise_if_corrupt(error)
             raise
         self._connection = connection
         self.sessions = SessionRepository(connection)
@@ -103,15 +114,24 @@ class UnitOfWork:
             if exc_type is None:
                 try:
                     self.commit()
-                except BaseException:
+                except BaseException as error:
                     self.rollback()  # a failed COMMIT may leave the transaction open
+                    self._raise_if_corrupt(error)
                     raise
             else:
                 self.rollback()
+                if exc is not None:
+                    self._raise_if_corrupt(exc)
         finally:
             if self._connection is not None:
                 self._connections.release(self._connection, self._kept)
             self._connection = None
+
+    def _raise_if_corrupt(self, error: BaseException) -> None:
+        """Re-raise a damaged-page error as the store's own, naming the file."""
+        corrupt = corrupt_error(error, self._connections.database)
+        if corrupt is not None and corrupt is not error:
+            raise corrupt from error
 
     def commit(self) -> None:
         """Commit what is open; a no-op when nothing is (an explicit commit already ran).
