@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from bench.damage import overwrite_pages, pages_of
-from hermes_store import SessionDB, SessionNotFoundError, StoreCorruptError, StoreError
+from hermes_store import SessionDB, SessionNotFoundError, Store, StoreCorruptError, StoreError
+from hermes_store.check import check
 from hermes_store.corruption import is_corruption
 
 pytestmark = pytest.mark.sqlite_only("damaged pages of a SQLite file")
@@ -221,9 +222,7 @@ def test_the_classifier_answers_for_damage_only(pristine: Path, tmp_path: Path) 
     assert not is_corruption(psycopg_errors.LockNotAvailable("lock timeout"))
 
 
-def test_the_command_line_says_it_in_one_line(pristine: Path, tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    damaged_copy(pristine, path, ROW_TREES)
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -231,13 +230,67 @@ def test_the_command_line_says_it_in_one_line(pristine: Path, tmp_path: Path) ->
         "NO_COLOR": "1",
         "COLUMNS": "200",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", "show", "s1", "--db", str(path)],
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_store.cli", *args],
         capture_output=True,
         text=True,
         env=environment,
-        timeout=120,
+        timeout=300,
     )
+
+
+def test_check_reports_which_trees_are_damaged_and_what_still_reads(
+    pristine: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "state.db"
+    pages = damaged_copy(pristine, path, ("messages",))
+    before = path.read_bytes()
+    store = Store(path, migrate=False)
+    report = check(store, repair=True)
+    store.close()
+    assert path.read_bytes() == before, "check --repair wrote to a damaged file"
+    assert not report.ok and report.damage is not None
+    assert report.repaired_counters == 0 and not report.rebuilt_fts
+    damaged = {tree.name: tree for tree in report.damage.trees}
+    assert set(damaged) == {"messages"}
+    # The root itself is overwritten: the walk sees it damaged and reaches nothing below.
+    assert damaged["messages"].damaged_pages == [min(pages)]
+    assert report.damage.messages_readable == 0, "every page of messages was overwritten"
+    assert report.damage.messages_claimed == SESSIONS * MESSAGES
+    assert report.damage.messages_indexed == SESSIONS * MESSAGES
+    assert report.damage.sessions_readable == report.damage.sessions_claimed == SESSIONS
+    assert "hermes-store recover" in report.damage.next_step
+
+    done = cli(tmp_path, "check", "--db", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "damaged tables and indexes" in done.stdout and "messages" in done.stdout
+    assert f"hermes-store recover --from {path}" in done.stdout
+
+
+def test_backup_and_recover_from_the_command_line(pristine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(pristine.read_bytes())
+    os.chmod(path, 0o600)
+    done = cli(tmp_path, "backup", "--db", str(path), "--to", str(tmp_path / "b"), "--keep", "1")
+    assert done.returncode == 0, done.stderr
+    assert "verified" in done.stdout and len(list((tmp_path / "b").iterdir())) == 1
+    overwrite_pages(path, pages_of(pristine, ["messages"], "leaf")[:2], seed=9)
+    refused = cli(tmp_path, "backup", "--db", str(path), "--to", str(tmp_path / "b"))
+    assert refused.returncode == 1 and "hermes-store recover" in refused.stderr
+    assert len(list((tmp_path / "b").iterdir())) == 1, "the good backup must stay"
+    new = tmp_path / "recovered.db"
+    done = cli(tmp_path, "recover", "--from", str(path), "--to", str(new))
+    assert done.returncode == 0, done.stderr
+    assert "could not read" in done.stdout and new.exists()
+    again = cli(tmp_path, "recover", "--from", str(path), "--to", str(new))
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+def test_the_command_line_says_it_in_one_line(pristine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    damaged_copy(pristine, path, ROW_TREES)
+    done = cli(tmp_path, "show", "s1", "--db", str(path))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr

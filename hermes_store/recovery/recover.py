@@ -33,6 +33,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, insert, text, update
 
+from ..disk import require_free_space, sync_directory
 from ..errors import StoreError
 from ..models import messages_table, sessions_table
 from ..repositories.maintenance import MaintenanceRepository
@@ -79,7 +80,7 @@ def recover(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> R
     origin, goal = _checked_paths(source, target)
     report = RecoveryReport(source=origin, target=goal)
     sizes = [_size(origin, suffix) for suffix in ("", *SIDECARS)]
-    _need_space(goal.parent, 2 * sizes[0] + sizes[1])
+    require_free_space(goal.parent, 2 * sizes[0] + sizes[1], "recovery", RecoveryError)
     scratch = Path(tempfile.mkdtemp(prefix=".hermes-recover-", dir=goal.parent))
     building = goal.parent / f".{goal.name}.recovering-{os.getpid()}"
     try:
@@ -92,7 +93,7 @@ def recover(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> R
         _describe(found, report)
         _build(found, building, report)
         os.rename(building, goal)
-        _sync_directory(goal.parent)
+        sync_directory(goal.parent)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         for suffix in ("", *SIDECARS, "-journal"):
@@ -128,16 +129,6 @@ def _size(path: Path, suffix: str) -> int:
     return candidate.stat().st_size if candidate.exists() else 0
 
 
-def _need_space(directory: Path, needed: int) -> None:
-    free = shutil.disk_usage(directory).free
-    if free < needed:
-        raise RecoveryError(
-            f"not enough free space in {directory}: recovery needs about "
-            f"{needed / 1e6:.0f} MB (a scratch copy and the new file), {free / 1e6:.0f} MB "
-            "free; nothing was written"
-        )
-
-
 def _apply_wal(copy: Path, report: RecoveryReport) -> bool | None:
     """Let SQLite apply the copied ``-wal`` to the copy (a TRUNCATE checkpoint)."""
     wal = Path(f"{copy}-wal")
@@ -166,12 +157,7 @@ def _describe(found: Salvage, report: RecoveryReport) -> None:
     report.unread_ranges = id_ranges(candidates - recovered)
     report.messages_indexed = len(found.indexed_message_ids)
     report.messages_claimed = found.counted_messages
-    report.sessions_claimed = len(
-        set(found.sessions)
-        | found.indexed_session_ids
-        | set(found.indexed_message_ids.values())
-        | {row["session_id"] for row in found.messages.values()}
-    )
+    report.sessions_claimed = len(found.claimed_session_ids)
     report.damaged_pages = sum(len(tree.damaged_pages) for tree in found.trees)
     report.orphan_rows = found.orphan_rows
     if not found.header_valid:
@@ -293,11 +279,3 @@ def _verify(path: Path, sessions: int, messages: int) -> None:
             f"the recovered file failed its check ({'; '.join(problems[:3])}; "
             f"{counted[0]} sessions, {counted[1]} messages written of {sessions}, {messages})"
         )
-
-
-def _sync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

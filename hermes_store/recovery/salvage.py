@@ -83,6 +83,16 @@ class Salvage:
     """``sqlite_sequence`` for messages: the largest id ever handed out."""
 
     @property
+    def claimed_session_ids(self) -> set[str]:
+        """Every session id the file knows of: its rows, its key index, its messages."""
+        return (
+            set(self.sessions)
+            | self.indexed_session_ids
+            | set(self.indexed_message_ids.values())
+            | {row["session_id"] for row in self.messages.values()}
+        )
+
+    @property
     def counted_messages(self) -> int:
         """What the salvaged sessions' own ``message_count`` counters add up to."""
         return sum(int(row.get("message_count") or 0) for row in self.sessions.values())
