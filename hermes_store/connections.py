@@ -20,12 +20,20 @@ forgotten, not reused.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import weakref
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
+
+from .engine import OPENED_FILES
+from .errors import StoreError, StoreReplacedError
+from .file_identity import OpenedFiles
+from .schema_state import file_is_current, is_current_on
+
+_log = logging.getLogger("hermes_store")
 
 
 class _Kept:
@@ -67,7 +75,62 @@ class ThreadConnections:
         self._lock = threading.Lock()
 
     def acquire(self) -> tuple[Connection, bool]:
-        """(connection, kept): give it back with :meth:`release` and the same flag."""
+        """(connection, kept): give it back with :meth:`release` and the same flag.
+
+        A SQLite connection whose file was replaced at its path is moved to the
+        file now there first (see :mod:`hermes_store.file_identity`), or
+        refused with :class:`~hermes_store.errors.StoreReplacedError`.
+        """
+        connection, kept = self._acquire()
+        opened = connection.info.get(OPENED_FILES)
+        if opened is not None and opened.replaced():
+            try:
+                self._follow_replacement(connection, opened)
+            except BaseException:
+                self.release(connection, kept)
+                raise
+        return connection, kept
+
+    def _follow_replacement(self, connection: Connection, opened: OpenedFiles) -> None:
+        """Move ``connection`` from a replaced file to the one at the path, or refuse."""
+        path = opened.path
+        if not os.path.exists(path):
+            raise StoreReplacedError(
+                f"{path} was moved away or deleted while this store had it open; nothing "
+                "was written (put the store back at that path, or reopen it elsewhere)"
+            )
+        if file_is_current(path) is False:
+            self._refuse(connection, opened)
+        detached = opened.detach_sidecars()
+        connection.invalidate()  # the old file is closed; SQLite leaves a moved file's WAL alone
+        self._engine.pool.dispose()  # idle pooled connections hold the old file too
+        fresh = connection.info.get(OPENED_FILES)  # reconnects, to the file at the path
+        try:
+            current = fresh is not None and not fresh.replaced() and is_current_on(connection)
+        except StoreError:
+            current = False
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+        if not current:
+            self._refuse(connection, opened)
+        _log.warning(
+            "%s was replaced while the store had it open; now using the new file "
+            "(the old one's sidecars unlinked: %s)",
+            path,
+            ", ".join(detached) or "none",
+        )
+
+    @staticmethod
+    def _refuse(connection: Connection, opened: OpenedFiles) -> None:
+        # Sticky: the next unit checks again instead of using that file.
+        connection.info[OPENED_FILES] = OpenedFiles(opened.path, None, None, None)
+        raise StoreReplacedError(
+            f"{opened.path} was replaced by a file that is not a hermes_store database at the "
+            "head schema; nothing was written to either (reopen the store to adopt it)"
+        )
+
+    def _acquire(self) -> tuple[Connection, bool]:
         kept: _Kept | None = getattr(self._local, "kept", None)
         if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
             if kept.busy:

@@ -9,6 +9,8 @@ there is something to migrate.
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
@@ -105,3 +107,25 @@ def is_current(engine: Engine) -> bool:
     """
     with engine.connect().execution_options(**{READ_OPTION: True}) as connection:
         return is_current_on(connection)
+
+
+def file_is_current(path: str) -> bool | None:
+    """Is the SQLite file at ``path`` a store at head? Read-only; None when it cannot tell.
+
+    Asked of a file that replaced the store's under it, before the store
+    connects to it: connecting would set WAL mode, a write to a file that
+    may not be ours at all.
+    """
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        version, revision = connection.execute(_BOTH_SQLITE).fetchone()
+    except sqlite3.OperationalError as error:
+        return False if "no such table" in str(error) else None
+    except sqlite3.DatabaseError:
+        return False  # not a database, or damaged: not one to write into
+    finally:
+        connection.close()
+    return (version, revision) == (HEAD_SCHEMA_VERSION, HEAD_REVISION)
