@@ -37,7 +37,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL
 
 from .corruption import corrupt_error
-from .disk import require_free_space, sync_directory, sync_file
+from .disk import require_free_space, sync
 from .errors import InvalidInputError, StoreError
 from .location import hermes_home, resolve_url, sqlite_file
 from .private_files import PRIVATE_MODE
@@ -47,6 +47,10 @@ BACKUP_DIR = "backups"
 _STAMP = "%Y%m%dT%H%M%S"
 _NAME = re.compile(r"^(?P<stem>.+)-(?P<stamp>\d{8}T\d{6}\.\d{6})Z\.db$")
 _PARTIAL = re.compile(r"^\.(?P<stem>.+)-\d{8}T\d{6}\.\d{6}Z\.(?P<pid>\d+)\.partial$")
+
+
+COUNT_ROWS = "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)"
+"""What a copy is verified by, besides ``integrity_check``."""
 
 
 class BackupError(StoreError):
@@ -102,7 +106,7 @@ def backup(
         sessions, messages = _copy(path, partial, directory)
         _verify(partial, path, sessions, messages)
         os.rename(partial, final)
-        sync_directory(directory)
+        sync(directory)
     finally:
         for suffix in ("", "-journal", "-wal", "-shm"):
             Path(f"{partial}{suffix}").unlink(missing_ok=True)
@@ -127,9 +131,7 @@ def _copy(source: Path, partial: Path, directory: Path) -> tuple[int, int]:
             reader.execute("PRAGMA page_count").fetchone()[0],
         )
         require_free_space(directory, page_size * pages, "the backup", BackupError)
-        sessions, messages = reader.execute(
-            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)"
-        ).fetchone()
+        sessions, messages = reader.execute(COUNT_ROWS).fetchone()
         descriptor = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
         os.close(descriptor)
         os.chmod(partial, PRIVATE_MODE)  # whatever the umask did
@@ -143,13 +145,10 @@ def _copy(source: Path, partial: Path, directory: Path) -> tuple[int, int]:
             writer.close()
         reader.execute("COMMIT")
     except sqlite3.Error as error:
-        corrupt = corrupt_error(error, str(source))
-        if corrupt is not None:
-            raise _damaged_source(source, corrupt.detail) from error
-        raise BackupError(f"backup of {source} failed: {error}") from error
+        raise _failure(error, source, f"backup of {source} failed") from error
     finally:
         reader.close()
-    sync_file(partial)
+    sync(partial)
     return int(sessions), int(messages)
 
 
@@ -161,21 +160,24 @@ def _damaged_source(source: Path, detail: str) -> BackupError:
     )
 
 
+def _failure(error: sqlite3.Error, source: Path, what: str) -> BackupError:
+    """Damage is the source's (the copy is its pages); anything else is said as it is."""
+    corrupt = corrupt_error(error, str(source))
+    if corrupt is not None:
+        return _damaged_source(source, corrupt.detail)
+    return BackupError(f"{what} ({error})")
+
+
 def _verify(path: Path, source: Path, sessions: int, messages: int) -> None:
     checker = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         problems = [row[0] for row in checker.execute("PRAGMA integrity_check")]
         if problems != ["ok"]:
             raise _damaged_source(source, "; ".join(" ".join(p.split()) for p in problems[:3]))
-        counted = checker.execute(
-            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)"
-        ).fetchone()
+        counted = checker.execute(COUNT_ROWS).fetchone()
         mode = checker.execute("PRAGMA journal_mode").fetchone()[0]
     except sqlite3.Error as error:
-        corrupt = corrupt_error(error, str(source))
-        if corrupt is not None:
-            raise _damaged_source(source, corrupt.detail) from error
-        raise BackupError(f"the backup does not read back ({error}); it was not kept") from error
+        raise _failure(error, source, "the backup does not read back; it was not kept") from error
     finally:
         checker.close()
     if tuple(counted) != (sessions, messages):

@@ -25,16 +25,8 @@ def require_free_space(directory: Path, needed: int, what: str, error: type[Stor
         )
 
 
-def sync_directory(directory: Path) -> None:
-    """Flush a directory, so a rename into it survives a crash."""
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def sync_file(path: Path) -> None:
+def sync(path: Path) -> None:
+    """Flush a file, or a directory (so a rename into it survives a crash)."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)

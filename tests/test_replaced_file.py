@@ -109,11 +109,15 @@ def test_a_restore_under_two_running_stores_is_followed_and_the_old_file_untouch
     fresh.close()
 
 
-def test_a_file_moved_away_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
+def store_with_a_session(path: Path) -> None:
     db = SessionDB(path)
     db.create_session("s1", "cli")
     db.close()
+
+
+def test_a_file_moved_away_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store_with_a_session(path)
     worker = Worker(path)
     try:
         assert worker.ask("messages s1") == []
@@ -128,9 +132,7 @@ def test_a_file_moved_away_is_refused_and_nothing_is_created(tmp_path: Path) -> 
 
 def test_a_file_that_is_not_a_store_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    db = SessionDB(path)
-    db.create_session("s1", "cli")
-    db.close()
+    store_with_a_session(path)
     other = tmp_path / "other.db"
     connection = sqlite3.connect(other)
     connection.execute("CREATE TABLE notes (body TEXT)")

@@ -33,7 +33,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, insert, text, update
 
-from ..disk import require_free_space, sync_directory
+from ..backup import COUNT_ROWS
+from ..disk import require_free_space, sync
 from ..errors import StoreError
 from ..models import messages_table, sessions_table
 from ..repositories.maintenance import MaintenanceRepository
@@ -93,7 +94,7 @@ def recover(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> R
         _describe(found, report)
         _build(found, building, report)
         os.rename(building, goal)
-        sync_directory(goal.parent)
+        sync(goal.parent)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         for suffix in ("", *SIDECARS, "-journal"):
@@ -269,9 +270,7 @@ def _verify(path: Path, sessions: int, messages: int) -> None:
     connection = sqlite3.connect(path)
     try:
         problems = [row[0] for row in connection.execute("PRAGMA integrity_check")]
-        counted = connection.execute(
-            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)"
-        ).fetchone()
+        counted = connection.execute(COUNT_ROWS).fetchone()
     finally:
         connection.close()
     if problems != ["ok"] or counted != (sessions, messages):
