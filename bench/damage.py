@@ -107,9 +107,14 @@ def recover_shell() -> tuple[str | None, str]:
     import subprocess
     import tempfile
 
-    shell = os.environ.get(SHELL_ENV) or shutil.which("sqlite3")
+    built = Path(__file__).resolve().parent / ".work" / "sqlite3-recover"  # recover_shell.sh
+    shell = os.environ.get(SHELL_ENV) or (str(built) if built.exists() else None)
+    shell = shell or shutil.which("sqlite3")
     if shell is None:
-        return None, f"no sqlite3 shell on PATH (or ${SHELL_ENV})"
+        return (
+            None,
+            f"no sqlite3 shell on PATH (or ${SHELL_ENV}; bench/recover_shell.sh builds one)",
+        )
     with tempfile.TemporaryDirectory() as scratch:
         probe = Path(scratch) / "probe.db"
         connection = sqlite3.connect(probe)
@@ -122,7 +127,10 @@ def recover_shell() -> tuple[str | None, str]:
         )
     if done.returncode != 0 or "probe" not in done.stdout:
         why = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:]
-        return None, f"{shell} cannot .recover ({' '.join(why)}; built without sqlite_dbpage?)"
+        return None, (
+            f"{shell} cannot .recover ({' '.join(why)}; built without sqlite_dbpage? "
+            "bench/recover_shell.sh builds one that can)"
+        )
     return shell, ""
 
 

@@ -257,7 +257,7 @@ def _drop_index_triggers(connection: Connection) -> list[str]:
 def _rebuild_indexes(connection: Connection, triggers: list[str]) -> None:
     """Every FTS index over ``messages`` built from the table; the triggers back as they were."""
     for (name,) in connection.execute(_FTS_TABLES).all():
-        connection.exec_driver_sql(f"INSERT INTO \"{name}\"(\"{name}\") VALUES ('rebuild')")
+        connection.exec_driver_sql(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
     for sql in triggers:
         connection.exec_driver_sql(sql)
 
