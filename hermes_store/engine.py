@@ -25,6 +25,7 @@ through :class:`SqliteRules`, which each connection carries:
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import sqlite3
 import time
@@ -113,7 +114,10 @@ def create_store_engine(
         connect_args={"check_same_thread": False, "timeout": policy.busy_timeout_ms / 1000},
     )
     path = sqlite_file(url)
-    _install_sqlite_rules(engine, policy, durability, str(path or url.database), path is not None)
+    # Absolute for the replaced-file check: SQLite keeps the full path it opened, and a
+    # process that changes directory must not see its own file as "moved away".
+    opened = os.path.abspath(path) if path is not None else None
+    _install_sqlite_rules(engine, policy, durability, str(path or url.database), opened)
     return engine
 
 
@@ -177,7 +181,11 @@ def sqlite_rules(connection: Connection) -> SqliteRules | None:
 
 
 def _install_sqlite_rules(
-    engine: Engine, policy: ContentionPolicy, durability: Durability, database: str, file: bool
+    engine: Engine,
+    policy: ContentionPolicy,
+    durability: Durability,
+    database: str,
+    opened_path: str | None,
 ) -> None:
     rules = SqliteRules(policy, database)
     synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
@@ -195,8 +203,8 @@ def _install_sqlite_rules(
             # Asking only when needed keeps the open of a current database read-only.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
         record.info[_SQLITE_RULES] = rules
-        if file:  # the files this connection now holds (journal_mode opened the WAL)
-            record.info[OPENED_FILES] = OpenedFiles.at(database)
+        if opened_path is not None:  # the files it now holds (journal_mode opened the WAL)
+            record.info[OPENED_FILES] = OpenedFiles.at(opened_path)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:

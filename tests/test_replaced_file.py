@@ -150,3 +150,18 @@ def test_a_file_that_is_not_a_store_is_refused_and_left_as_it_is(tmp_path: Path)
         assert digest(path) == before
     finally:
         worker.close()
+
+
+def test_a_relative_path_is_not_taken_for_a_replaced_file_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = SessionDB("state.db")
+    db.create_session("s1", "cli")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    db.append_message("s1", "user", "still the same file")
+    assert [m["content"] for m in db.get_messages("s1")] == ["still the same file"]
+    db.close()
+    assert not (elsewhere / "state.db").exists()
