@@ -13,9 +13,11 @@ from .errors import (
     SessionBusyError,
     SessionExistsError,
     SessionNotFoundError,
+    StoreCorruptError,
     StoreError,
     StoreLockedError,
     StoreNotFoundError,
+    StoreReplacedError,
     TitleConflictError,
 )
 from .facade import SessionDB
@@ -33,9 +35,11 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "Store",
+    "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
     "StoreNotFoundError",
+    "StoreReplacedError",
     "TitleConflictError",
     "UnitOfWork",
     "UnitOfWorkFactory",

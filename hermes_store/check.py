@@ -12,6 +12,12 @@ On PostgreSQL the same report means (see :class:`MaintenanceRepository`):
 e.g. ``amcheck``/``pg_checksums``, which this does not run); ``foreign_keys``
 -- rows whose session or parent is missing; ``fts`` -- a search index missing
 or invalid (repaired by rebuilding both); counters as on SQLite.
+
+A SQLite file with damaged pages gets a survey instead of the later checks
+(which would only stop at the first damaged page): which tables and indexes
+are damaged, and how many sessions and messages can still be read against
+what the file's counters claim (:mod:`hermes_store.recovery.survey`).
+Nothing is repaired then: the way out is a backup or ``recover``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import StoreCorruptError
+from .recovery.survey import DamageSurvey, survey
 from .repositories.maintenance import MaintenanceRepository
 from .store import Store
 
@@ -32,6 +40,8 @@ class CheckReport:
     repaired_counters: int = 0
     rebuilt_fts: bool = False
     repaired_identity: bool = False
+    damage: DamageSurvey | None = None
+    """SQLite pages found damaged: the survey of what still reads (nothing else was run)."""
 
     @property
     def ok(self) -> bool:
@@ -44,16 +54,27 @@ class CheckReport:
 
 def check(store: Store, *, repair: bool = False) -> CheckReport:
     """Run every check; with ``repair``, recompute counters and rebuild FTS if needed."""
+    report = CheckReport()
+    try:
+        _run(store, report, repair)
+    except StoreCorruptError as error:  # a later check met a page integrity_check missed
+        report.integrity = report.integrity or [error.detail]
+    if report.integrity and store.path is not None and store.engine.dialect.name == "sqlite":
+        report.damage = survey(store.path)
+    return report
+
+
+def _run(store: Store, report: CheckReport, repair: bool) -> None:
     # A write unit even to only look: FTS5's integrity-check is an INSERT, which
     # would take the write lock half-way through a read transaction anyway.
     with store.write() as uow:
         maintenance = MaintenanceRepository(uow.connection)
-        report = CheckReport(
-            integrity=maintenance.integrity_problems(),
-            foreign_keys=maintenance.foreign_key_problems(),
-            fts=maintenance.fts_problem(),
-            miscounted=maintenance.miscounted_sessions(),
-        )
+        report.integrity = maintenance.integrity_problems()
+        if report.integrity and uow.connection.dialect.name == "sqlite":
+            return  # damaged pages: the other checks would stop at them; nothing is mended
+        report.foreign_keys = maintenance.foreign_key_problems()
+        report.fts = maintenance.fts_problem()
+        report.miscounted = maintenance.miscounted_sessions()
         if repair:
             if report.integrity and uow.connection.dialect.name != "sqlite":
                 maintenance.repair_identity()  # the only PostgreSQL integrity finding
@@ -63,4 +84,3 @@ def check(store: Store, *, repair: bool = False) -> CheckReport:
             if report.fts is not None:
                 maintenance.rebuild_fts()
                 report.rebuilt_fts = True
-    return report

@@ -877,8 +877,13 @@ def check(
     if as_json:
         render.write_json({**asdict(report), "ok": report.ok})
     else:
-        integrity = "; ".join(report.integrity) if report.integrity else None
+        integrity = "; ".join(report.integrity[:3]) if report.integrity else None
+        if integrity and len(report.integrity) > 3:
+            integrity += f" (and {len(report.integrity) - 3} more)"
         out.print(render.status_line("integrity", integrity))
+        if report.damage is not None:
+            _print_damage(report.damage)
+            raise typer.Exit(1)
         fk = f"{len(report.foreign_keys)} dangling reference(s)" if report.foreign_keys else None
         out.print(render.status_line("foreign keys", fk))
         out.print(render.status_line("full-text index", report.fts, report.rebuilt_fts))
@@ -893,6 +898,81 @@ def check(
             out.print(Text(f"problems found{hint}", style="bold red"))
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command("backup")
+def backup_(
+    to: Annotated[
+        Path | None,
+        typer.Option(
+            "--to",
+            help="Directory for the backups \\[default: $HERMES_HOME/backups]",
+            file_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, help="Backups to keep; older ones are deleted.")
+    ] = 3,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+) -> None:
+    """Copy the store, while agents keep writing, into a verified 0600 backup; keep N."""
+    from .backup import backup
+
+    target = _target(db, url, patience)
+    report = backup(target.url, to, keep=keep)
+    removed = f"; removed {len(report.removed)} older backup(s)" if report.removed else ""
+    out.print(
+        Text(
+            f"backed up {target.describe()} to {report.path} ({report.bytes / 1e6:.1f} MB, "
+            f"{report.sessions} sessions, {report.messages} messages, verified, "
+            f"{report.seconds:.2f} s){removed}"
+        ),
+        soft_wrap=True,
+    )
+
+
+@app.command("recover")
+def recover_(
+    source: Annotated[
+        Path,
+        typer.Option("--from", help="The damaged state.db (only read).", dir_okay=False),
+    ],
+    destination: Annotated[
+        Path,
+        typer.Option("--to", help="The new file to write (must not exist).", dir_okay=False),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Salvage every readable session and message of a damaged file into a new store."""
+    from .recovery.recover import recover
+
+    report = recover(source, destination)
+    if as_json:
+        render.write_json(asdict(report))
+        return
+    out.print(render.recovery_summary(report), soft_wrap=True)
+
+
+def _print_damage(damage: Any) -> None:
+    """The survey of a damaged file: its damaged trees, what reads, what to do."""
+    out.print(render.damage_table(damage.trees))
+    out.print(
+        Text(
+            f"readable: {damage.sessions_readable} of {damage.sessions_claimed} session(s); "
+            f"{damage.messages_readable} message(s), where the counters claim "
+            f"{damage.messages_claimed} and the index lists {damage.messages_indexed}"
+            + (
+                f" ({damage.orphan_rows} only by reading pages past the damage)"
+                if damage.orphan_rows
+                else ""
+            )
+        ),
+        soft_wrap=True,
+    )
+    out.print(Text(f"damaged pages: {damage.next_step}", style="bold red"), soft_wrap=True)
 
 
 @app.command()

@@ -340,3 +340,52 @@ def status_line(label: str, problem: str | None, fixed: bool = False) -> Text:
     else:
         line.append(problem, style="red")
     return line
+
+
+def _ranges(ranges: Sequence[tuple[int, int]], shown: int = 8) -> str:
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in ranges[:shown]]
+    more = f" and {len(ranges) - shown} more range(s)" if len(ranges) > shown else ""
+    return ", ".join(parts) + more
+
+
+def recovery_summary(report: Any) -> Text:
+    """What ``recover`` got back against what the damaged file claimed, and what it could not."""
+    lines = [
+        f"recovered {report.target} from {report.source} in {report.seconds:.1f} s "
+        "(the source was only read)",
+        f"  sessions: {report.sessions_recovered} of {report.sessions_claimed} the file knows of"
+        + (
+            f" ({len(report.sessions_rebuilt)} rebuilt from their messages, source 'unknown')"
+            if report.sessions_rebuilt
+            else ""
+        ),
+        f"  messages: {report.messages_recovered}; the file's counters claim "
+        f"{report.messages_claimed}, its index lists {report.messages_indexed}",
+    ]
+    if report.orphan_rows:
+        lines.append(
+            f"  {report.orphan_rows} message(s) came from pages under a damaged page "
+            "(out of reach of SQL)"
+        )
+    if report.unread_ranges:
+        count = sum(b - a + 1 for a, b in report.unread_ranges)
+        lines.append(f"  could not read {count} message id(s): {_ranges(report.unread_ranges)}")
+    lines.extend(f"  note: {note}" for note in report.notes)
+    return Text("\n".join(lines))
+
+
+def damage_table(trees: Sequence[Any]) -> Table:
+    """The damaged tables and indexes of a file: pages, damaged pages, what reads."""
+    table = Table(title="damaged tables and indexes", title_justify="left")
+    for column in ("name", "kind", "pages", "damaged pages", "readable", "unreadable"):
+        table.add_column(column, justify="left" if column in ("name", "kind") else "right")
+    for tree in trees:
+        table.add_row(
+            tree.name,
+            tree.kind,
+            number(tree.pages),
+            number(len(tree.damaged_pages)),
+            number(tree.readable),
+            number(tree.unreadable),
+        )
+    return table

@@ -20,12 +20,21 @@ forgotten, not reused.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
+
+from .engine import OPENED_FILES
+from .errors import StoreError, StoreReplacedError
+from .file_identity import OpenedFiles
+from .schema_state import file_is_current, is_current_on
+
+_log = logging.getLogger("hermes_store")
 
 
 class _Kept:
@@ -48,17 +57,86 @@ class _Kept:
         self.close()
 
 
+def _describe(engine: Engine) -> str:
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
+
+
 class ThreadConnections:
     """Hands each thread its kept connection, or a spare one while that is busy."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self.database = _describe(engine)
+        """How errors name the database: its file, or its URL without the password."""
         self._local = threading.local()
         self._kept: weakref.WeakSet[_Kept] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self.on_replaced: Callable[[], None] | None = None
+        """Called once connections moved to a file that replaced the store's (the store
+        then forgets what it knew of the old file's layout)."""
 
     def acquire(self) -> tuple[Connection, bool]:
-        """(connection, kept): give it back with :meth:`release` and the same flag."""
+        """(connection, kept): give it back with :meth:`release` and the same flag.
+
+        A SQLite connection whose file was replaced at its path is moved to the
+        file now there first (see :mod:`hermes_store.file_identity`), or
+        refused with :class:`~hermes_store.errors.StoreReplacedError`.
+        """
+        connection, kept = self._acquire()
+        opened = connection.info.get(OPENED_FILES)
+        if opened is not None and opened.replaced():
+            try:
+                self._follow_replacement(connection, opened)
+            except BaseException:
+                self.release(connection, kept)
+                raise
+        return connection, kept
+
+    def _follow_replacement(self, connection: Connection, opened: OpenedFiles) -> None:
+        """Move ``connection`` from a replaced file to the one at the path, or refuse."""
+        path = opened.path
+        if not os.path.exists(path):
+            raise StoreReplacedError(
+                f"{path} was moved away or deleted while this store had it open; nothing "
+                "was written (put the store back at that path, or reopen it elsewhere)"
+            )
+        if file_is_current(path) is False:
+            self._refuse(connection, opened)
+        detached = opened.detach_sidecars()
+        connection.invalidate()  # the old file is closed; SQLite leaves a moved file's WAL alone
+        self._engine.pool.dispose()  # idle pooled connections hold the old file too
+        fresh = connection.info.get(OPENED_FILES)  # reconnects, to the file at the path
+        try:
+            current = fresh is not None and not fresh.replaced() and is_current_on(connection)
+        except StoreError:
+            current = False
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+        if not current:
+            self._refuse(connection, opened)
+        if self.on_replaced is not None:
+            self.on_replaced()
+        _log.warning(
+            "%s was replaced while the store had it open; now using the new file "
+            "(the old one's sidecars unlinked: %s)",
+            path,
+            ", ".join(detached) or "none",
+        )
+
+    @staticmethod
+    def _refuse(connection: Connection, opened: OpenedFiles) -> None:
+        # Sticky: the next unit checks again instead of using that file.
+        connection.info[OPENED_FILES] = OpenedFiles(opened.path, None, None, None)
+        raise StoreReplacedError(
+            f"{opened.path} was replaced by a file that is not a hermes_store database at the "
+            "head schema; nothing was written to either (reopen the store to adopt it)"
+        )
+
+    def _acquire(self) -> tuple[Connection, bool]:
         kept: _Kept | None = getattr(self._local, "kept", None)
         if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
             if kept.busy:

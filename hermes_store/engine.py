@@ -14,6 +14,9 @@ through :class:`SqliteRules`, which each connection carries:
   plain deferred ``BEGIN`` for readers, which in WAL never wait for writers.
   A locked database is retried with random jitter (20-150 ms) until a time
   budget runs out -- jitter breaks the convoy of writers retrying in step;
+* on connect, too: which files the connection opened (database, ``-wal``,
+  ``-shm``), so that a file replaced under the store is noticed before the
+  next unit of work (:mod:`hermes_store.file_identity`);
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
   never blocks, so the ``-wal`` file does not grow without bound (run by the
   unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`).
@@ -36,6 +39,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from .durability import Durability
 from .errors import StoreLockedError
+from .file_identity import OpenedFiles
 from .location import sqlite_file
 
 READ_OPTION = "hermes_read"
@@ -45,6 +49,8 @@ PATIENCE_OPTION = "hermes_patience"
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _SQLITE_RULES = "hermes_sqlite_rules"
+OPENED_FILES = "hermes_opened_files"
+"""Connection info: the :class:`~hermes_store.file_identity.OpenedFiles` of a file's connection."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,11 @@ def create_store_engine(
         )
     else:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": timeout})
+    # Absolute for the replaced-file check: SQLite keeps the full path it opened, and a
+    # process that changes directory must not see its own file as "moved away".
+    opened = os.path.abspath(path) if path is not None else None
     _install_sqlite_rules(
-        engine, policy, durability, str(path or url.database), read_only=read_only
+        engine, policy, durability, str(path or url.database), opened, read_only=read_only
     )
     return engine
 
@@ -208,6 +217,7 @@ def _install_sqlite_rules(
     policy: ContentionPolicy,
     durability: Durability,
     database: str,
+    opened_path: str | None,
     *,
     read_only: bool = False,
 ) -> None:
@@ -231,6 +241,8 @@ def _install_sqlite_rules(
             # Asking only when needed keeps the open of a current database read-only.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
         record.info[_SQLITE_RULES] = rules
+        if opened_path is not None:  # the files it now holds (journal_mode opened the WAL)
+            record.info[OPENED_FILES] = OpenedFiles.at(opened_path)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:

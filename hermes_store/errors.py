@@ -4,6 +4,9 @@ Callers of the old ``sqlite3`` store caught ``ValueError`` for bad titles, so
 input errors stay ``ValueError`` subclasses; a missing session is a
 ``LookupError``; a database that stayed locked is its own kind, because the
 right reaction (retry later, tell the user) differs from a programming error.
+A damaged file is its own kind too: it is never "not found", and the message
+says what to do next, because the usual reflex (retry, or copy the file) makes
+it worse.
 """
 
 from __future__ import annotations
@@ -81,3 +84,34 @@ class ReadOnlyStoreError(StoreError):
 
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """A read-only open found no database at the path (reading never creates one)."""
+
+
+class StoreCorruptError(StoreError):
+    """The database has damaged pages (or is not a database): the operation did not happen.
+
+    Raised by any operation that meets the damage, read or write, instead of a
+    driver error or a wrong answer; a write that raised it was rolled back.
+    The message names the file and the way out.
+    """
+
+    def __init__(self, database: str, detail: str, *, sqlite: bool = True) -> None:
+        if sqlite:
+            advice = (
+                "stop the agents using it, keep the file, and either restore your latest "
+                "backup ('hermes-store backup' makes them) or salvage what can be read: "
+                f"'hermes-store recover --from {database} --to NEW.db' "
+                "('hermes-store check' shows what is damaged)"
+            )
+        else:
+            advice = "restore it from your last pg_dump, or repair it with the server's tools"
+        super().__init__(f"{database} is damaged ({detail}); nothing was done: {advice}")
+        self.database = database
+        self.detail = detail
+
+
+class StoreReplacedError(StoreError):
+    """The file at the store's path is no longer the one its connections opened.
+
+    Raised instead of writing into (or reading from) a file that was moved
+    away or deleted, when the store cannot switch to the file now at the path.
+    """

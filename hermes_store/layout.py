@@ -358,6 +358,10 @@ class LayoutCell:
     def cookie(self) -> int | None:
         return self._current[1]
 
+    def forget(self) -> None:
+        """Make the next unit read the layout again (the file at the path is another one)."""
+        self._current = (self._current[0], None)
+
     def refresh(self, dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         """Read the layout again for the schema ``state`` describes, and keep it."""
         layout = layout_for(dbapi_connection, state)

@@ -20,6 +20,7 @@ is used as it is (see :mod:`hermes_store.layout`) and never migrated here.
 from __future__ import annotations
 
 import enum
+import sqlite3
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -243,3 +244,32 @@ def refuse_foreign_file(connection: Connection, where: str) -> None:
         f"{where} is not a Hermes session store: it holds other tables ({shown}) "
         "and none of the store's; nothing was changed"
     )
+
+
+def file_is_current(path: str) -> bool | None:
+    """Is the SQLite file at ``path`` a store to go on with (ours at head, or the agent's)?
+
+    Read-only; None when it cannot tell.
+
+    Asked of a file that replaced the store's under it, before the store
+    connects to it: connecting would set WAL mode, a write to a file that
+    may not be ours at all.
+    """
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        version, revision, _cookie = connection.execute(_ALL_SQLITE).fetchone()
+    except sqlite3.OperationalError as error:
+        return False if "no such table" in str(error) else None
+    except sqlite3.DatabaseError:
+        return False  # not a database, or damaged: not one to write into
+    finally:
+        connection.close()
+    try:
+        state = SchemaState(_as_version(version), revision)
+        # Ours at head, or the agent's own ladder (read in its layout by the next unit).
+        return state.at_head or state.ladder is Ladder.AGENT
+    except SchemaError:
+        return False

@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, Engine
 
 from .connections import ThreadConnections
+from .corruption import corrupt_error
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
 from .errors import InvalidInputError, ReadOnlyStoreError, SchemaError
@@ -97,7 +98,13 @@ class Store:
         if not self._learn_layout(migrate):
             from .migrate import upgrade
 
-            upgrade(self.engine, "head")
+            try:
+                upgrade(self.engine, "head")
+            except Exception as error:  # a migration that meets a damaged page
+                corrupt = corrupt_error(error, self._connections.database)
+                if corrupt is None:
+                    raise
+                raise corrupt from error
             self._learn_layout(migrate=False)
         if not self.read_only:
             if self.path is not None:  # a session store, known now: private from here on
@@ -133,6 +140,7 @@ class Store:
                 if self.read_only or not state.needs_migration:
                     cell.refresh(uow.connection.connection.driver_connection, state)
                 self._layouts = cell
+                self._connections.on_replaced = cell.forget
         return True
 
     def _mend_skipped_agent_step(self) -> None:

@@ -16,10 +16,16 @@ so it either gets the lock up front, waits for it within the patience budget,
 or raises :class:`~hermes_store.errors.StoreLockedError` before any statement
 ran. A read unit begins a deferred transaction: it sees one consistent
 snapshot and never takes the write lock.
+
+Whatever meets a damaged page inside a unit -- its begin, any statement, its
+commit -- leaves it as :class:`~hermes_store.errors.StoreCorruptError`, after
+the rollback: the one place every operation goes through, so no caller ever
+sees "not found" or a success for a write that did not happen.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from types import TracebackType
 from typing import Protocol
@@ -27,6 +33,7 @@ from typing import Protocol
 from sqlalchemy.engine import Connection, RootTransaction
 
 from .connections import ThreadConnections
+from .corruption import corrupt_error
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
 from .layout import STANDARD, Layout, LayoutCell, drop_unusable_cjk_triggers
 from .prepared import driver_error
@@ -77,7 +84,11 @@ class UnitOfWork:
         return self._connection
 
     def __enter__(self) -> UnitOfWork:
-        connection, self._kept = self._connections.acquire()
+        try:
+            connection, self._kept = self._connections.acquire()
+        except Exception as error:  # connecting reads the header: "not a database"
+            self._raise_if_corrupt(error)
+            raise
         try:
             self._rules = sqlite_rules(connection)
             if self._rules is not None:
@@ -88,13 +99,16 @@ class UnitOfWork:
             else:
                 self._begin_through_sqlalchemy(connection)
                 layout = STANDARD  # PostgreSQL: only our revisions build its tables
-        except BaseException:
+        except BaseException as error:
             self._connection = connection
             try:
-                self.rollback()
+                # The error that made us give up is the one to report.
+                with contextlib.suppress(Exception):
+                    self.rollback()
             finally:
                 self._connection = None
                 self._connections.release(connection, self._kept)
+            self._raise_if_corrupt(error)
             raise
         self._connection = connection
         self.layout = layout
@@ -143,15 +157,24 @@ class UnitOfWork:
             if exc_type is None:
                 try:
                     self.commit()
-                except BaseException:
+                except BaseException as error:
                     self.rollback()  # a failed COMMIT may leave the transaction open
+                    self._raise_if_corrupt(error)
                     raise
             else:
                 self.rollback()
+                if exc is not None:
+                    self._raise_if_corrupt(exc)
         finally:
             if self._connection is not None:
                 self._connections.release(self._connection, self._kept)
             self._connection = None
+
+    def _raise_if_corrupt(self, error: BaseException) -> None:
+        """Re-raise a damaged-page error as the store's own, naming the file."""
+        corrupt = corrupt_error(error, self._connections.database)
+        if corrupt is not None and corrupt is not error:
+            raise corrupt from error
 
     def commit(self) -> None:
         """Commit what is open; a no-op when nothing is (an explicit commit already ran).

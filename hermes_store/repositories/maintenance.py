@@ -120,7 +120,11 @@ class MaintenanceRepository:
                 ]
             return []
         rows = self._c.exec_driver_sql("PRAGMA integrity_check").scalars().all()
-        return [] if rows == ["ok"] else [str(row) for row in rows]
+        if rows == ["ok"]:
+            return []
+        # One finding a line (SQLite may put several in one row), without its banner.
+        lines = (line.strip() for row in rows for line in str(row).splitlines())
+        return [line for line in lines if line and not line.startswith("*** in database")]
 
     def foreign_key_problems(self) -> list[dict[str, Any]]:
         if not self._sqlite:

@@ -1,0 +1,297 @@
+"""Damaged pages are named: every operation that meets them raises ``StoreCorruptError``.
+
+Drills on real files: a store is written through the library, checkpointed,
+and then whole pages of it are overwritten with random bytes (as a bad disk or
+a torn copy leaves them). No operation may answer "not found", return a wrong
+empty result, or report a delete that did not happen.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.damage import overwrite_pages, pages_of
+from hermes_store import SessionDB, SessionNotFoundError, Store, StoreCorruptError, StoreError
+from hermes_store.check import check
+from hermes_store.corruption import is_corruption
+
+pytestmark = pytest.mark.sqlite_only("damaged pages of a SQLite file")
+
+REPO = Path(__file__).resolve().parents[1]
+SESSIONS = 30
+MESSAGES = 40
+
+# Every table and index the facade reads sessions and messages through (the
+# FTS tables stay whole: search must still fail, on the rows it finds).
+ROW_TREES = (
+    "sessions",
+    "messages",
+    "idx_messages_session",
+    "sqlite_autoindex_sessions_1",
+    "idx_sessions_source",
+    "idx_sessions_parent",
+    "idx_sessions_started",
+    "idx_sessions_title_unique",
+)
+
+
+def build_store(path: Path) -> None:
+    """30 titled sessions of 40 messages each, checkpointed into the main file."""
+    db = SessionDB(path, durability="normal")
+    for i in range(SESSIONS):
+        db.create_session(f"s{i}", "cli", model="m", parent_session_id="s0" if i else None)
+        db.set_session_title(f"s{i}", f"title {i}")
+        db.append_messages(
+            f"s{i}",
+            [{"role": "user", "content": f"hello world {i} {j} " * 6} for j in range(MESSAGES)],
+        )
+    db.close()
+    checkpoint(path)
+
+
+def checkpoint(path: Path) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pristine") / "state.db"
+    build_store(path)
+    return path
+
+
+def damaged_copy(pristine: Path, target: Path, trees: tuple[str, ...]) -> list[int]:
+    target.write_bytes(pristine.read_bytes())
+    os.chmod(target, 0o600)
+    return overwrite_pages(target, pages_of(pristine, trees), seed=7)
+
+
+def public_calls(db: SessionDB) -> dict[str, Callable[[], Any]]:
+    """One call of every public method, each on a session or title that exists."""
+    return {
+        "create_session": lambda: db.create_session("new", "cli"),
+        "end_session": lambda: db.end_session("s1", "user_exit"),
+        "reopen_session": lambda: db.reopen_session("s1"),
+        "update_system_prompt": lambda: db.update_system_prompt("s1", "be brief"),
+        "update_token_counts": lambda: db.update_token_counts("s1", 10, 5),
+        "get_session": lambda: db.get_session("s1"),
+        "set_session_title": lambda: db.set_session_title("s1", "renamed"),
+        "get_session_title": lambda: db.get_session_title("s1"),
+        "get_session_by_title": lambda: db.get_session_by_title("title 1"),
+        "resolve_session_by_title": lambda: db.resolve_session_by_title("title 1"),
+        "get_next_title_in_lineage": lambda: db.get_next_title_in_lineage("title 1"),
+        "append_message": lambda: db.append_message("s1", "user", "more"),
+        "append_messages": lambda: db.append_messages("s1", [{"role": "user", "content": "x"}]),
+        "get_messages": lambda: db.get_messages("s1"),
+        "get_messages_as_conversation": lambda: db.get_messages_as_conversation("s1"),
+        "clear_messages": lambda: db.clear_messages("s1"),
+        "message_count": lambda: db.message_count(),
+        "search_messages": lambda: db.search_messages("hello"),
+        "search_sessions": lambda: db.search_sessions(),
+        "list_sessions_rich": lambda: db.list_sessions_rich(),
+        "session_count": lambda: db.session_count(),
+        "get_ancestors": lambda: db.get_ancestors("s1"),
+        "get_descendants": lambda: db.get_descendants("s0"),
+        "token_usage_by_model": lambda: db.token_usage_by_model(),
+        "top_sessions_by_tokens": lambda: db.top_sessions_by_tokens(),
+        "export_session": lambda: db.export_session("s1"),
+        "export_all": lambda: db.export_all(),
+        "iter_export": lambda: list(db.iter_export()),
+        "prune_sessions": lambda: db.prune_sessions(0),
+        "delete_session": lambda: db.delete_session("s1"),
+    }
+
+
+# Not operations on the data: closing, the store handle, a pure text helper, a constant.
+NOT_DATA = {"close", "store", "sanitize_title", "MAX_TITLE_LENGTH"}
+
+
+def test_the_drill_covers_every_public_method(tmp_path: Path) -> None:
+    db = SessionDB(tmp_path / "state.db")
+    public = {name for name in dir(SessionDB) if not name.startswith("_")} - NOT_DATA
+    assert set(public_calls(db)) == public
+    db.close()
+
+
+def test_every_public_read_and_write_raises_the_named_error(pristine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    damaged_copy(pristine, path, ROW_TREES)
+    db = SessionDB(path)  # the schema pages are whole: the store opens
+    for name, call in public_calls(db).items():
+        with pytest.raises(StoreCorruptError) as raised:
+            call()
+        error = raised.value
+        assert not isinstance(error, LookupError), name
+        assert isinstance(error, StoreError), name
+        message = str(error)
+        assert str(path) in message, name
+        assert "hermes-store recover" in message and "hermes-store backup" in message, name
+        assert "malformed" in message, name
+    db.close()
+
+
+def test_a_delete_that_meets_a_damaged_page_does_not_report_success(
+    pristine: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(pristine.read_bytes())
+    # The one page of messages holding s5's first message: its session row stays whole.
+    connection = sqlite3.connect(path)
+    (victim,) = connection.execute(
+        "SELECT MIN(id) FROM messages WHERE session_id = 's5'"
+    ).fetchone()
+    connection.close()
+    page = _leaf_holding(path, victim)
+    overwrite_pages(path, [page], seed=3)
+
+    db = SessionDB(path)
+    with pytest.raises(StoreCorruptError):
+        db.delete_session("s5")
+    with pytest.raises(StoreCorruptError):
+        db.get_messages("s5")
+    assert db.get_session("s5") is not None, "the failed delete removed the session"
+    # What lies on other pages is still served: the store is not refused whole.
+    healthy = db.get_messages("s29")
+    assert len(healthy) == MESSAGES
+    with pytest.raises(StoreCorruptError):
+        db.clear_messages("s5")
+    assert db.get_session("s5")["message_count"] == MESSAGES, "a failed clear changed counters"
+    db.close()
+
+
+def _leaf_holding(path: Path, rowid: int) -> int:
+    """The leaf page of ``messages`` that holds ``rowid`` (read before the damage)."""
+    connection = sqlite3.connect(path)
+    try:
+        leaves = connection.execute(
+            "SELECT pageno, ncell FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' "
+            "ORDER BY path"
+        ).fetchall()
+        (ordinal,) = connection.execute(
+            "SELECT COUNT(*) FROM messages WHERE id <= ?", (rowid,)
+        ).fetchone()
+        # dbstat lists leaves in key order; the cell counts tell where rowid falls.
+        before = 0
+        for page, cells in leaves:
+            if before < ordinal <= before + cells:
+                return int(page)
+            before += cells
+    finally:
+        connection.close()
+    raise AssertionError(f"no leaf holds rowid {rowid}")
+
+
+def test_a_file_whose_header_is_damaged_is_named_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    build_store(path)
+    with path.open("r+b") as handle:
+        handle.write(os.urandom(100))
+    with pytest.raises(StoreCorruptError) as raised:
+        SessionDB(path)
+    assert str(path) in str(raised.value)
+
+
+def test_the_classifier_answers_for_damage_only(pristine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    damaged_copy(pristine, path, ("messages",))
+    connection = sqlite3.connect(path)
+    with pytest.raises(sqlite3.DatabaseError) as damaged:
+        connection.execute("SELECT COUNT(content) FROM messages").fetchone()
+    connection.close()
+    assert is_corruption(damaged.value)
+    healthy = sqlite3.connect(":memory:")
+    with pytest.raises(sqlite3.OperationalError) as missing:
+        healthy.execute("SELECT * FROM no_such_table")
+    assert not is_corruption(missing.value)
+    assert not is_corruption(SessionNotFoundError("s1"))
+    psycopg_errors = pytest.importorskip("psycopg.errors")
+    assert is_corruption(psycopg_errors.DataCorrupted("could not read block 7"))
+    assert is_corruption(psycopg_errors.IndexCorrupted("index is corrupted"))
+    assert not is_corruption(psycopg_errors.LockNotAvailable("lock timeout"))
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "HERMES_HOME": str(tmp_path / "home"),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_store.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+
+
+def test_check_reports_which_trees_are_damaged_and_what_still_reads(
+    pristine: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "state.db"
+    pages = damaged_copy(pristine, path, ("messages",))
+    before = path.read_bytes()
+    store = Store(path, migrate=False)
+    report = check(store, repair=True)
+    store.close()
+    assert path.read_bytes() == before, "check --repair wrote to a damaged file"
+    assert not report.ok and report.damage is not None
+    assert report.repaired_counters == 0 and not report.rebuilt_fts
+    damaged = {tree.name: tree for tree in report.damage.trees}
+    assert set(damaged) == {"messages"}
+    # The root itself is overwritten: the walk sees it damaged and reaches nothing below.
+    assert damaged["messages"].damaged_pages == [min(pages)]
+    assert report.damage.messages_readable == 0, "every page of messages was overwritten"
+    assert report.damage.messages_claimed == SESSIONS * MESSAGES
+    assert report.damage.messages_indexed == SESSIONS * MESSAGES
+    assert report.damage.sessions_readable == report.damage.sessions_claimed == SESSIONS
+    assert "hermes-store recover" in report.damage.next_step
+
+    done = cli(tmp_path, "check", "--db", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "damaged tables and indexes" in done.stdout and "messages" in done.stdout
+    assert f"hermes-store recover --from {path}" in done.stdout
+
+
+def test_backup_and_recover_from_the_command_line(pristine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(pristine.read_bytes())
+    os.chmod(path, 0o600)
+    done = cli(tmp_path, "backup", "--db", str(path), "--to", str(tmp_path / "b"), "--keep", "1")
+    assert done.returncode == 0, done.stderr
+    assert "verified" in done.stdout and len(list((tmp_path / "b").iterdir())) == 1
+    overwrite_pages(path, pages_of(pristine, ["messages"], "leaf")[:2], seed=9)
+    refused = cli(tmp_path, "backup", "--db", str(path), "--to", str(tmp_path / "b"))
+    assert refused.returncode == 1 and "hermes-store recover" in refused.stderr
+    assert len(list((tmp_path / "b").iterdir())) == 1, "the good backup must stay"
+    new = tmp_path / "recovered.db"
+    done = cli(tmp_path, "recover", "--from", str(path), "--to", str(new))
+    assert done.returncode == 0, done.stderr
+    assert "could not read" in done.stdout and new.exists()
+    again = cli(tmp_path, "recover", "--from", str(path), "--to", str(new))
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+def test_the_command_line_says_it_in_one_line(pristine: Path, tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    damaged_copy(pristine, path, ROW_TREES)
+    done = cli(tmp_path, "show", "s1", "--db", str(path))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert str(path) in lines[0] and "hermes-store recover" in lines[0]

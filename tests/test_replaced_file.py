@@ -1,0 +1,167 @@
+"""A state.db replaced under running stores: no write goes to the unlinked file.
+
+Real processes hold the store open while the test puts another file at the
+path with ``os.replace`` (what ``mv`` and a restore from backup do). Hard
+links keep the old file and its ``-wal`` reachable, so the test can prove
+that nothing was written to them afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_store import SessionDB
+from hermes_store.backup import backup
+
+pytestmark = pytest.mark.sqlite_only("a SQLite file replaced at its path")
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).with_name("store_worker.py")
+
+
+class Worker:
+    """A store open in another process."""
+
+    def __init__(self, path: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert self.ask_raw() == {"ok": "ready"}
+
+    def ask_raw(self, line: str | None = None) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        if line is not None:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def ask(self, line: str) -> Any:
+        answer = self.ask_raw(line)
+        assert "ok" in answer, answer
+        return answer["ok"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.write("quit\n")
+            self.process.stdin.flush()
+            self.process.wait(timeout=60)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rows(path: Path) -> list[str]:
+    connection = sqlite3.connect(path)
+    try:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        return [r[0] for r in connection.execute("SELECT content FROM messages ORDER BY id")]
+    finally:
+        connection.close()
+
+
+def test_a_restore_under_two_running_stores_is_followed_and_the_old_file_untouched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    db = SessionDB(path)
+    db.create_session("s1", "cli")
+    db.append_message("s1", "user", "one")
+    db.close()
+    restore = backup(path, tmp_path / "backups").path  # holds "one" only
+    gateway, cli = Worker(path), Worker(path)
+    try:
+        gateway.ask("append s1 two")
+        cli.ask("append s1 three")  # both hold the file, its -wal has recent frames
+        assert Path(f"{path}-wal").stat().st_size > 0
+        os.link(path, tmp_path / "old.db")
+        os.link(f"{path}-wal", tmp_path / "old.db-wal-link")
+        old = (digest(tmp_path / "old.db"), digest(tmp_path / "old.db-wal-link"))
+
+        os.replace(restore, path)  # mv backup state.db, agents still running
+
+        gateway.ask("append s1 after-gateway")
+        assert gateway.ask("messages s1") == ["one", "after-gateway"]
+        cli.ask("append s1 after-cli")  # notices later, must not undo the gateway's move
+        assert cli.ask("messages s1") == ["one", "after-gateway", "after-cli"]
+        assert gateway.ask("messages s1") == ["one", "after-gateway", "after-cli"]
+    finally:
+        gateway.close()
+        cli.close()
+    assert (digest(tmp_path / "old.db"), digest(tmp_path / "old.db-wal-link")) == old
+    assert rows(path) == ["one", "after-gateway", "after-cli"]
+    fresh = SessionDB(path)  # a process started after it all sees the same
+    assert [m["content"] for m in fresh.get_messages("s1")] == rows(path)
+    fresh.close()
+
+
+def store_with_a_session(path: Path) -> None:
+    db = SessionDB(path)
+    db.create_session("s1", "cli")
+    db.close()
+
+
+def test_a_file_moved_away_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store_with_a_session(path)
+    worker = Worker(path)
+    try:
+        assert worker.ask("messages s1") == []
+        os.rename(path, tmp_path / "moved.db")
+        answer = worker.ask_raw("messages s1")
+        assert answer["error"] == "StoreReplacedError"
+        assert str(path) in answer["message"] and "moved away or deleted" in answer["message"]
+        assert not path.exists()
+    finally:
+        worker.close()
+
+
+def test_a_file_that_is_not_a_store_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store_with_a_session(path)
+    other = tmp_path / "other.db"
+    connection = sqlite3.connect(other)
+    connection.execute("CREATE TABLE notes (body TEXT)")
+    connection.commit()
+    connection.close()
+    worker = Worker(path)
+    try:
+        worker.ask("append s1 before")
+        os.replace(other, path)
+        before = digest(path)
+        for _ in range(2):  # refused every time, not only the first
+            answer = worker.ask_raw("append s1 after")
+            assert answer["error"] == "StoreReplacedError", answer
+            assert "not a hermes_store database" in answer["message"]
+        assert digest(path) == before
+    finally:
+        worker.close()
+
+
+def test_a_relative_path_is_not_taken_for_a_replaced_file_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = SessionDB("state.db")
+    db.create_session("s1", "cli")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    db.append_message("s1", "user", "still the same file")
+    assert [m["content"] for m in db.get_messages("s1")] == ["still the same file"]
+    db.close()
+    assert not (elsewhere / "state.db").exists()
