@@ -21,7 +21,6 @@ from .durability import Durability
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
-    SessionExistsError,
     SessionNotFoundError,
     TitleConflictError,
 )
@@ -122,24 +121,49 @@ class SessionDB:
         user_id: str | None = None,
         parent_session_id: str | None = None,
     ) -> str:
-        """Create a session record and return its id."""
-        values = {
-            "id": text_arg("session_id", session_id, non_empty=True),
-            "source": text_arg("source", source, non_empty=True),
+        """Create a session record unless the id exists; returns ``session_id`` either way.
+
+        The first write wins, as in the old store (``INSERT OR IGNORE``): a
+        second call with the same id changes nothing, so an agent that
+        retries its start-up, or two processes that start the same session,
+        never fail on it. A ``parent_session_id`` naming no session is
+        InvalidInputError -- unless the id exists already, which is a no-op
+        before the parent is looked at.
+        """
+        fields = {
             "model": text_arg("model", model, optional=True),
             "model_config": json_arg("model_config", model_config),
             "system_prompt": text_arg("system_prompt", system_prompt, optional=True),
             "user_id": text_arg("user_id", user_id, optional=True),
             "parent_session_id": text_arg("parent_session_id", parent_session_id, optional=True),
-            "started_at": self._clock(),
         }
+        self._add_if_absent(session_id, source, fields)
+        return session_id
+
+    @retrying
+    def ensure_session(
+        self, session_id: str, source: str = "unknown", model: str | None = None
+    ) -> None:
+        """Make sure a session row exists: a minimal one if absent, else nothing changes.
+
+        The agent calls this before flushing messages, to recover from a
+        ``create_session`` that failed (a lock at start-up); an existing
+        session keeps its source, model and everything else. Returns None.
+        """
+        self._add_if_absent(session_id, source, {"model": text_arg("model", model, optional=True)})
+
+    def _add_if_absent(self, session_id: str, source: str, fields: dict[str, Any]) -> None:
+        """Insert ``session_id`` unless present; the parent must exist only for a new row."""
+        text_arg("session_id", session_id, non_empty=True)
+        text_arg("source", source, non_empty=True)
+        parent = fields.get("parent_session_id")
+        started_at = self._clock()
         with self._store.write() as uow:
             if uow.sessions.exists(session_id):
-                raise SessionExistsError(f"a session with id {session_id!r} already exists")
-            if parent_session_id is not None and not uow.sessions.exists(parent_session_id):
-                raise InvalidInputError(f"parent_session_id {parent_session_id!r} names no session")
-            uow.sessions.add(**values)
-        return session_id
+                return
+            if parent is not None and not uow.sessions.exists(parent):
+                raise InvalidInputError(f"parent_session_id {parent!r} names no session")
+            uow.sessions.add_if_absent(session_id, source, started_at, **fields)
 
     @retrying
     def end_session(self, session_id: str, end_reason: str | None) -> None:

@@ -441,6 +441,9 @@ SURROGATE_CALLS = [
     pytest.param(
         lambda db: db.create_session("new", "cli", parent_session_id=LONE), id="create-parent"
     ),
+    pytest.param(lambda db: db.ensure_session(LONE), id="ensure-id"),
+    pytest.param(lambda db: db.ensure_session("new", MID), id="ensure-source"),
+    pytest.param(lambda db: db.ensure_session("new", model=LONE), id="ensure-model"),
     pytest.param(lambda db: db.end_session(LONE, "x"), id="end-id"),
     pytest.param(lambda db: db.end_session("s1", MID), id="end-reason"),
     pytest.param(lambda db: db.reopen_session(LONE), id="reopen-id"),
@@ -629,6 +632,12 @@ WRONG_TYPES = [
         lambda db: db.create_session("new", "cli", model_config={"t": float("nan")}),
         id="create-nan-config",
     ),
+    # ensure_session
+    pytest.param(lambda db: db.ensure_session(123), id="ensure-int-id"),
+    pytest.param(lambda db: db.ensure_session(" "), id="ensure-blank-id"),
+    pytest.param(lambda db: db.ensure_session("new", source=5), id="ensure-int-source"),
+    pytest.param(lambda db: db.ensure_session("new", source=""), id="ensure-empty-source"),
+    pytest.param(lambda db: db.ensure_session("new", model=["m"]), id="ensure-list-model"),
     # end / reopen / prompt
     pytest.param(lambda db: db.end_session(123, "x"), id="end-int-id"),
     pytest.param(lambda db: db.end_session("s1", 5), id="end-int-reason"),

@@ -210,18 +210,6 @@ def test_create_session_with_parent_records_lineage(db: SessionDB) -> None:
     assert db.get_session("parent")["parent_session_id"] is None
 
 
-def test_duplicate_id_raises_session_exists_and_changes_nothing(db: SessionDB) -> None:
-    db.create_session("dup", "cli", model="first", system_prompt="original")
-    db.append_message("dup", "user", "hello")
-    before = db.get_session("dup")
-    with pytest.raises(SessionExistsError) as caught:
-        db.create_session("dup", "telegram", model="second", system_prompt="replaced")
-    assert isinstance(caught.value, ValueError)
-    assert db.get_session("dup") == before
-    assert db.session_count() == 1
-    assert raw_message_count(db, "dup") == 1
-
-
 def test_parent_pointing_nowhere_is_invalid_input(db: SessionDB) -> None:
     with pytest.raises(InvalidInputError) as caught:
         db.create_session("orphan", "cli", parent_session_id="no-such-parent")

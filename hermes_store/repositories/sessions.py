@@ -55,6 +55,19 @@ def _add_if_given(name: str) -> Any:
 
 
 _INSERT = insert(S)
+# The old code's INSERT OR IGNORE, in the form both SQLite and PostgreSQL take: a second
+# create of an id changes nothing, even when two writers race (PostgreSQL's READ COMMITTED
+# lets both pass an existence check; the primary key then decides without an error).
+_ADD_IF_ABSENT = text(
+    """
+    INSERT INTO sessions (id, source, user_id, model, model_config, system_prompt,
+                          parent_session_id, started_at)
+    VALUES (:id, :source, :user_id, :model, :model_config, :system_prompt,
+            :parent_session_id, :started_at)
+    ON CONFLICT (id) DO NOTHING
+    """
+).bindparams(bindparam("started_at", type_=FLOAT))
+_SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_session_id")
 _GET = Prepared(select(S).where(S.c.id == _p("id")))
 _EXISTS = Prepared(select(S.c.id).where(S.c.id == _p("id")))
 _END = _by_id().values(ended_at=_p("at"), end_reason=_p("reason"))
@@ -200,7 +213,23 @@ class SessionRepository:
 
     # -- lifecycle -------------------------------------------------------
     def add(self, **values: Any) -> None:
+        """Insert a session row; an id already taken is an IntegrityError (imports, copies)."""
         self._c.execute(_INSERT, values)
+
+    def add_if_absent(self, session_id: str, source: str, started_at: float, **fields: Any) -> bool:
+        """Insert a session unless its id is taken; True if this call created it.
+
+        The first write wins, as with the old store's ``INSERT OR IGNORE``:
+        an existing row keeps every value it had. ``fields`` are any of
+        user_id, model, model_config, system_prompt, parent_session_id
+        (the others start NULL or at their defaults).
+        """
+        unknown = fields.keys() - set(_SESSION_FIELDS)
+        if unknown:
+            raise TypeError(f"add_if_absent got unknown fields: {', '.join(sorted(unknown))}")
+        values = {name: fields.get(name) for name in _SESSION_FIELDS}
+        values.update(id=session_id, source=source, started_at=started_at)
+        return self._changed(_ADD_IF_ABSENT, values)
 
     def get(self, session_id: str) -> dict[str, Any] | None:
         return _GET.first(self._c, {"p_id": session_id})

@@ -1,0 +1,113 @@
+"""The old class's public behaviour, as its callers rely on it (``hermes_state.SessionDB``, v6).
+
+Agent code, dashboards and web UIs were written against the old hand-written
+class; where its observable behaviour differs from what the design document
+shows, these tests hold ``SessionDB`` to the old behaviour (README: "Where
+SessionDB follows the old code over the design document"). Every test runs on
+SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from hermes_store import InvalidInputError, SessionDB, SessionExistsError
+
+from .test_facade import raw_message_count, raw_rows, raw_session
+
+
+# ----------------------------------------------------------------------
+# create_session and ensure_session: the first write wins
+# ----------------------------------------------------------------------
+def test_create_session_on_an_existing_id_changes_nothing_and_returns_the_id(
+    db: SessionDB,
+) -> None:
+    db.create_session(
+        "dup", "cli", model="first", model_config={"t": 1}, system_prompt="original", user_id="u1"
+    )
+    db.append_message("dup", "user", "hello")
+    before = raw_session(db, "dup")
+    returned = db.create_session(
+        "dup",
+        "telegram",
+        model="second",
+        model_config={"t": 2},
+        system_prompt="replaced",
+        user_id="u2",
+    )
+    assert returned == "dup"
+    assert raw_session(db, "dup") == before
+    assert before["source"] == "cli" and before["model"] == "first"
+    assert db.session_count() == 1
+    assert raw_message_count(db, "dup") == 1
+
+
+def test_create_session_on_an_existing_id_does_not_look_at_the_parent(db: SessionDB) -> None:
+    """As ``INSERT OR IGNORE``: an ignored row is never checked against its foreign key."""
+    db.create_session("child", "cli")
+    assert db.create_session("child", "cli", parent_session_id="no-such-parent") == "child"
+    assert raw_session(db, "child")["parent_session_id"] is None
+
+
+def test_create_session_with_a_parent_naming_no_session_is_still_invalid_input(
+    db: SessionDB,
+) -> None:
+    with pytest.raises(InvalidInputError, match="parent_session_id"):
+        db.create_session("orphan", "cli", parent_session_id="no-such-parent")
+    assert db.session_count() == 0
+
+
+def test_session_exists_error_stays_importable_but_create_no_longer_raises_it() -> None:
+    assert issubclass(SessionExistsError, InvalidInputError)
+
+
+def test_two_writers_creating_one_id_both_succeed_and_one_row_is_kept(store_url: str) -> None:
+    """The race the existence check cannot close on PostgreSQL: the unique index decides."""
+    ids = [f"race-{i}" for i in range(20)]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def create(source: str) -> None:
+        try:
+            with SessionDB(store_url) as db:
+                barrier.wait()
+                for session_id in ids:
+                    assert db.create_session(session_id, source) == session_id
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=create, args=(s,)) for s in ("cli", "telegram")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with SessionDB(store_url) as db:
+        rows = raw_rows(db, "SELECT id, source FROM sessions ORDER BY id")
+    assert sorted(row["id"] for row in rows) == sorted(ids)
+    assert {row["source"] for row in rows} <= {"cli", "telegram"}
+
+
+def test_ensure_session_creates_a_minimal_row_when_absent(db: SessionDB, clock: Any) -> None:
+    assert db.ensure_session("lost") is None
+    session = raw_session(db, "lost")
+    assert session["source"] == "unknown"
+    assert session["started_at"] == pytest.approx(clock.now)
+    for field in ("model", "model_config", "system_prompt", "user_id", "parent_session_id"):
+        assert session[field] is None, field
+    assert (session["message_count"], session["tool_call_count"]) == (0, 0)
+    db.ensure_session("with-model", source="telegram", model="m1")
+    assert raw_session(db, "with-model")["source"] == "telegram"
+    assert raw_session(db, "with-model")["model"] == "m1"
+
+
+def test_ensure_session_keeps_an_existing_session_as_it_was(db: SessionDB) -> None:
+    db.create_session("kept", "cli", model="original", system_prompt="sp")
+    db.append_message("kept", "user", "hi")
+    db.end_session("kept", "user_exit")
+    before = raw_session(db, "kept")
+    assert db.ensure_session("kept", source="telegram", model="other") is None
+    assert raw_session(db, "kept") == before
