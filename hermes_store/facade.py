@@ -167,6 +167,12 @@ class SessionDB:
 
     @retrying
     def end_session(self, session_id: str, end_reason: str | None) -> None:
+        """Mark a session ended; one already ended keeps its first time and reason.
+
+        So a compression split stays ``end_reason = 'compression'`` whatever a
+        stale caller says later; :meth:`reopen_session` first to end it again
+        with another reason. An unknown id is SessionNotFoundError.
+        """
         text_arg("end_reason", end_reason, optional=True)
         self._write_to(
             session_id, lambda uow: uow.sessions.end(session_id, self._clock(), end_reason)

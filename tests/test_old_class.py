@@ -111,3 +111,31 @@ def test_ensure_session_keeps_an_existing_session_as_it_was(db: SessionDB) -> No
     before = raw_session(db, "kept")
     assert db.ensure_session("kept", source="telegram", model="other") is None
     assert raw_session(db, "kept") == before
+
+
+# ----------------------------------------------------------------------
+# end_session: the first end wins
+# ----------------------------------------------------------------------
+def test_end_session_on_an_ended_session_keeps_the_first_reason_and_time(
+    db: SessionDB, clock: Any
+) -> None:
+    db.create_session("split", "cli")
+    db.end_session("split", "compression")
+    first = raw_session(db, "split")
+    clock.advance(3600)
+    db.end_session("split", "user_exit")  # a stale caller, e.g. after /resume
+    db.end_session("split", None)
+    assert raw_session(db, "split") == first
+    assert first["end_reason"] == "compression"
+
+
+def test_end_session_after_reopen_takes_the_new_reason_and_time(db: SessionDB, clock: Any) -> None:
+    db.create_session("again", "cli")
+    db.end_session("again", "compression")
+    first_end = raw_session(db, "again")["ended_at"]
+    db.reopen_session("again")
+    clock.advance(60)
+    db.end_session("again", "user_exit")
+    session = raw_session(db, "again")
+    assert session["end_reason"] == "user_exit"
+    assert session["ended_at"] >= first_end + 60

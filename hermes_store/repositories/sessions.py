@@ -70,7 +70,8 @@ _ADD_IF_ABSENT = text(
 _SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_session_id")
 _GET = Prepared(select(S).where(S.c.id == _p("id")))
 _EXISTS = Prepared(select(S.c.id).where(S.c.id == _p("id")))
-_END = _by_id().values(ended_at=_p("at"), end_reason=_p("reason"))
+# Only an open session is ended: the first end (time and reason) stays, as in the old code.
+_END = _by_id().where(S.c.ended_at.is_(None)).values(ended_at=_p("at"), end_reason=_p("reason"))
 _REOPEN = _by_id().values(ended_at=None, end_reason=None)
 _SET_PROMPT = _by_id().values(system_prompt=_p("prompt"))
 _SET_TITLE = _by_id().values(title=_p("title"))
@@ -238,7 +239,14 @@ class SessionRepository:
         return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
 
     def end(self, session_id: str, ended_at: float, end_reason: str | None) -> bool:
-        return self._changed(_END, {"p_id": session_id, "p_at": ended_at, "p_reason": end_reason})
+        """End an open session; an ended one keeps its first ``ended_at`` and ``end_reason``.
+
+        A compression split must stay marked ``compression`` even when a
+        stale caller ends the same id again later; ``reopen`` first to end it
+        anew. Returns False only when the session is unknown.
+        """
+        params = {"p_id": session_id, "p_at": ended_at, "p_reason": end_reason}
+        return self._changed(_END, params) or self.exists(session_id)
 
     def reopen(self, session_id: str) -> bool:
         return self._changed(_REOPEN, {"p_id": session_id})
