@@ -809,8 +809,8 @@ def title(
 ) -> None:
     """Print or set a session's title (unique among sessions, at most 100 characters)."""
     with _session_db(_target(db, url, patience)) as sdb:
-        if new_title is not None:
-            sdb.set_session_title(session_id, new_title)
+        if new_title is not None and not sdb.set_session_title(session_id, new_title):
+            raise SessionNotFoundError(session_id)  # set_session_title says so with False
         session = sdb.get_session(session_id)
     if session is None:
         raise SessionNotFoundError(session_id)

@@ -244,7 +244,14 @@ class SessionDB:
 
     @retrying
     def set_session_title(self, session_id: str, title: str | None) -> bool:
-        """Set (or, with an empty title, clear) a title unique among sessions."""
+        """Set (or, with an empty title, clear) a title; False if the session is unknown.
+
+        True when the session exists (even if its title was already this
+        one). As in the old class, a title another session holds is a
+        TitleConflictError and a title the cleaning rules refuse (too long, not
+        text) an InvalidInputError -- both ValueError, raised before the
+        session is looked up, so an unknown session with a bad title raises.
+        """
         text_arg("session_id", session_id)
         cleaned = clean_title(title)
         with self._store.write() as uow:
@@ -258,9 +265,7 @@ class SessionDB:
                 found = uow.sessions.set_title(session_id, cleaned)
             except IntegrityError as error:  # lost a race with another writer
                 raise TitleConflictError(f"title {cleaned!r} is already in use") from error
-            if not found:
-                raise SessionNotFoundError(session_id)
-        return True
+        return found
 
     def get_session_title(self, session_id: str) -> str | None:
         session = self.get_session(session_id)

@@ -813,8 +813,6 @@ WRITES_TO: dict[str, Callable[[SessionDB, str], Any]] = {
         sid, [{"role": "user", "content": "seedword a"}, {"role": "assistant", "content": "b"}]
     ),
     "clear_messages": lambda db, sid: db.clear_messages(sid),
-    "set_session_title": lambda db, sid: db.set_session_title(sid, "Brand New Title"),
-    "clear_session_title": lambda db, sid: db.set_session_title(sid, None),
 }
 
 
@@ -827,6 +825,14 @@ def test_unknown_session_on_write_raises_not_found(seeded: SessionDB, method: st
         )
         assert isinstance(error, LookupError)
         assert error.session_id == unknown
+
+
+@pytest.mark.parametrize("title", ["Brand New Title", None, "Seed Title #2"])
+def test_set_title_of_unknown_session_returns_false(seeded: SessionDB, title: str | None) -> None:
+    for unknown in unknown_ids(seeded):
+        before = snapshot(seeded)
+        assert seeded.set_session_title(unknown, title) is False
+        assert snapshot(seeded) == before
 
 
 @pytest.mark.parametrize("unknown", UNKNOWN_IDS)
