@@ -235,6 +235,18 @@ class SessionDB:
         with self._store.read() as uow:
             return uow.sessions.get(session_id)
 
+    def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        """The full id an exact id or an unambiguous prefix names; None otherwise.
+
+        For ids typed by people (``--resume 20260412_15``): the exact id if it
+        exists, else the single session whose id starts with the prefix; None
+        when no session or more than one does. ``%``, ``_`` and ``\\`` in
+        the prefix are literal characters; the match is case-sensitive.
+        """
+        text_arg("session_id_or_prefix", session_id_or_prefix)
+        with self._store.read() as uow:
+            return uow.sessions.resolve_id(session_id_or_prefix)
+
     # ------------------------------------------------------------------
     # Titles
     # ------------------------------------------------------------------

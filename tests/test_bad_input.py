@@ -376,6 +376,8 @@ def test_nul_is_refused_by_postgresql_with_a_clear_error_and_nothing_written(pg_
             db.get_session("nul\x00")
         with pytest.raises(InvalidInputError, match="NUL"):
             db.end_session("nul\x00", "gone")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.resolve_session_id("nu\x00")
         assert db.get_session("nul")["message_count"] == 0
         assert db.message_count() == 0 and db.session_count() == 1
 
@@ -480,6 +482,8 @@ SURROGATE_CALLS = [
     pytest.param(lambda db: db.set_session_title("s1", LONE + "x"), id="title"),
     pytest.param(lambda db: db.set_session_title("s1", MID), id="title-mid"),
     pytest.param(lambda db: db.get_session_by_title(LONE), id="by-title"),
+    pytest.param(lambda db: db.resolve_session_id(LONE), id="resolve-id"),
+    pytest.param(lambda db: db.resolve_session_id("s" + MID), id="resolve-id-mid"),
     pytest.param(lambda db: db.resolve_session_by_title(MID), id="resolve"),
     pytest.param(lambda db: db.get_next_title_in_lineage(LONE), id="next-title"),
     pytest.param(lambda db: db.prune_sessions(0, source=LONE), id="prune-source"),
@@ -720,6 +724,11 @@ WRONG_TYPES = [
         lambda db: db.append_messages("s1", [{"role": "user", "content": {"a": 1}}]),
         id="many-dict-content",
     ),
+    # resolve_session_id
+    pytest.param(lambda db: db.resolve_session_id(123), id="resolve-id-int"),
+    pytest.param(lambda db: db.resolve_session_id(None), id="resolve-id-none"),
+    pytest.param(lambda db: db.resolve_session_id(b"s1"), id="resolve-id-bytes"),
+    pytest.param(lambda db: db.resolve_session_id(["s1"]), id="resolve-id-list"),
     # titles
     pytest.param(lambda db: db.set_session_title("s1", 5), id="title-int"),
     pytest.param(lambda db: db.set_session_title("s1", ["t"]), id="title-list"),

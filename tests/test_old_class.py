@@ -139,3 +139,72 @@ def test_end_session_after_reopen_takes_the_new_reason_and_time(db: SessionDB, c
     session = raw_session(db, "again")
     assert session["end_reason"] == "user_exit"
     assert session["ended_at"] >= first_end + 60
+
+
+# ----------------------------------------------------------------------
+# resolve_session_id: exact id, else a unique prefix, else None
+# ----------------------------------------------------------------------
+def _sessions(db: SessionDB, *ids: str) -> None:
+    for session_id in ids:
+        db.create_session(session_id, "cli")
+
+
+def test_resolve_session_id_prefers_the_exact_id_over_a_prefix(db: SessionDB) -> None:
+    _sessions(db, "20260412_1530", "20260412_1530_b", "20260412_1530_c")
+    assert db.resolve_session_id("20260412_1530") == "20260412_1530"
+    assert db.resolve_session_id("20260412_1530_b") == "20260412_1530_b"
+
+
+def test_resolve_session_id_takes_a_prefix_only_when_one_session_has_it(db: SessionDB) -> None:
+    _sessions(db, "20260412_153012_a1b2c3", "20260412_160000_d4e5f6", "20260413_090000_aaaaaa")
+    assert db.resolve_session_id("20260412_15") == "20260412_153012_a1b2c3"
+    assert db.resolve_session_id("20260413") == "20260413_090000_aaaaaa"
+    assert db.resolve_session_id("20260412") is None  # two sessions: ambiguous
+    assert db.resolve_session_id("2026041") is None
+    assert db.resolve_session_id("20260414") is None  # none
+    assert db.resolve_session_id("20260412_153012_a1b2c3_") is None  # longer than any id
+
+
+def test_resolve_session_id_treats_like_wildcards_and_backslash_literally(db: SessionDB) -> None:
+    _sessions(db, "a%b", "a_b", "a\\b", "axb", "ayb")
+    assert db.resolve_session_id("a%") == "a%b"
+    assert db.resolve_session_id("a_") == "a_b"
+    assert db.resolve_session_id("a\\") == "a\\b"
+    assert db.resolve_session_id("a\\%") is None
+    assert db.resolve_session_id("%") is None
+    assert db.resolve_session_id("_") is None
+    assert db.resolve_session_id("a") is None  # five sessions start with "a"
+
+
+def test_resolve_session_id_is_case_sensitive_on_both_backends(db: SessionDB) -> None:
+    """SQLite's LIKE (the old code's) folds ASCII case; ids are compared as typed here."""
+    _sessions(db, "abc123")
+    assert db.resolve_session_id("abc") == "abc123"
+    assert db.resolve_session_id("ABC") is None
+    assert db.resolve_session_id("ABC123") is None
+
+
+def test_resolve_session_id_matches_whole_characters_beyond_ascii(db: SessionDB) -> None:
+    _sessions(db, "会话-一", "会话-二", "会话x", "🚀launch")
+    assert db.resolve_session_id("会话-一") == "会话-一"
+    assert db.resolve_session_id("会话x") == "会话x"
+    assert db.resolve_session_id("会话-") is None
+    assert db.resolve_session_id("🚀") == "🚀launch"
+
+
+def test_resolve_session_id_with_no_sessions_and_the_empty_prefix(db: SessionDB) -> None:
+    assert db.resolve_session_id("anything") is None
+    assert db.resolve_session_id("") is None
+    _sessions(db, "only")
+    assert db.resolve_session_id("") == "only"  # every id starts with "", as in the old code
+    _sessions(db, "second")
+    assert db.resolve_session_id("") is None
+
+
+@pytest.mark.sqlite_only("PostgreSQL text cannot hold U+0000")
+def test_resolve_session_id_compares_past_a_nul_in_the_id(db: SessionDB) -> None:
+    _sessions(db, "id\x00tail")
+    assert db.resolve_session_id("id") == "id\x00tail"
+    assert db.resolve_session_id("id\x00t") == "id\x00tail"
+    assert db.resolve_session_id("id\x00x") is None
+    assert db.resolve_session_id("id\x00tail\x00") is None

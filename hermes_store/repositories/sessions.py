@@ -71,6 +71,16 @@ _SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_
 _GET = Prepared(select(S).where(S.c.id == _p("id")))
 _EXISTS = Prepared(select(S.c.id).where(S.c.id == _p("id")))
 # Only an open session is ended: the first end (time and reason) stays, as in the old code.
+# The sessions an id prefix may name, two at most (two already means ambiguous). On SQLite
+# the ids starting with a prefix are the run of ids that sort right from it (BINARY
+# collation compares the UTF-8 bytes, NULs included), so the primary key index yields the
+# first two and the caller keeps those that do start with it; LIKE would fold ASCII case
+# and stop at a NUL. PostgreSQL sorts by the database's collation, so there starts_with
+# tests each id (one scan of the ids, fine at 50,000 sessions).
+_PREFIX_CANDIDATES = {
+    "sqlite": text("SELECT id FROM sessions WHERE id >= :p_prefix ORDER BY id LIMIT 2"),
+    "postgresql": text("SELECT id FROM sessions WHERE starts_with(id, :p_prefix) LIMIT 2"),
+}
 _END = _by_id().where(S.c.ended_at.is_(None)).values(ended_at=_p("at"), end_reason=_p("reason"))
 _REOPEN = _by_id().values(ended_at=None, end_reason=None)
 _SET_PROMPT = _by_id().values(system_prompt=_p("prompt"))
@@ -237,6 +247,24 @@ class SessionRepository:
 
     def exists(self, session_id: str) -> bool:
         return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
+
+    def resolve_id(self, id_or_prefix: str) -> str | None:
+        """The exact id, else the one session whose id starts with the prefix, else None.
+
+        None also when the prefix is ambiguous. The prefix is literal and
+        case-sensitive (``%``, ``_``, ``\\`` are plain characters), on both
+        backends; the empty prefix names the only session of a store that
+        has exactly one.
+        """
+        if self.exists(id_or_prefix):
+            return id_or_prefix
+        statement = _PREFIX_CANDIDATES[self._c.dialect.name]
+        found = [
+            session_id
+            for session_id in self._c.execute(statement, {"p_prefix": id_or_prefix}).scalars()
+            if session_id.startswith(id_or_prefix)
+        ]
+        return found[0] if len(found) == 1 else None
 
     def end(self, session_id: str, ended_at: float, end_reason: str | None) -> bool:
         """End an open session; an ended one keeps its first ``ended_at`` and ``end_reason``.
