@@ -538,12 +538,52 @@ class SessionDB:
             return uow.sessions.list(*params)
 
     def list_sessions_rich(
-        self, source: str | None = None, limit: int = 20, offset: int = 0
+        self,
+        source: str | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
     ) -> list[dict[str, Any]]:
-        """Recent sessions with ``preview`` (first user message, 63 chars) and ``last_active``."""
-        params = self._page(source, limit, offset)
+        """Sessions newest first, one entry per conversation, with ``preview`` and ``last_active``.
+
+        As the old class lists them: child sessions (subagents, branches,
+        continuations) are hidden unless ``include_children``; a
+        conversation that compression split is listed once, under its newest
+        continuation -- that session's id, title, counters, preview and
+        activity, the first session's ``started_at`` and place in the order,
+        and ``_lineage_root_id`` naming the first session. Pass
+        ``project_compression_tips=False`` for the raw root rows. ``preview``
+        is the first user message on one line, 60 characters and ``...``
+        when longer. Each row also has every column of ``sessions``.
+        """
+        source, limit, offset = self._page(source, limit, offset)
+        excluded = names_arg("exclude_sources", exclude_sources) or []
+        options = {
+            name: _bool_arg(name, value)
+            for name, value in (
+                ("include_children", include_children),
+                ("project_compression_tips", project_compression_tips),
+            )
+        }
         with self._store.read() as uow:
-            return uow.sessions.recent(*params)
+            return uow.sessions.listing(
+                source=source, exclude_sources=excluded, limit=limit, offset=offset, **options
+            )
+
+    def get_compression_tip(self, session_id: str) -> str:
+        """The id of the newest continuation of a compressed conversation, else ``session_id``.
+
+        Follows children whose parent ended with ``end_reason =
+        'compression'`` and that started at or after the parent's end
+        (subagents and branches start while the parent is live, so they are
+        not continuations), newest first, to the last one. An id that is in
+        no such chain, or names no session, is returned as it is.
+        """
+        text_arg("session_id", session_id)
+        with self._store.read() as uow:
+            return uow.sessions.compression_tip(session_id)
 
     def session_count(self, source: str | None = None) -> int:
         text_arg("source", source, optional=True)
@@ -668,6 +708,13 @@ class SessionDB:
             int_arg("limit", limit, minimum=0),
             int_arg("offset", offset, minimum=0),
         )
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    """A flag must be a bool: "no" or 0 meaning True by truthiness would be a silent surprise."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
 
 
 def _field_name(index: int | None, name: str) -> str:

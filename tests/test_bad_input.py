@@ -378,6 +378,10 @@ def test_nul_is_refused_by_postgresql_with_a_clear_error_and_nothing_written(pg_
             db.end_session("nul\x00", "gone")
         with pytest.raises(InvalidInputError, match="NUL"):
             db.resolve_session_id("nu\x00")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.get_compression_tip("nul\x00")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.list_sessions_rich(exclude_sources=["cli\x00"])
         assert db.get_session("nul")["message_count"] == 0
         assert db.message_count() == 0 and db.session_count() == 1
 
@@ -492,6 +496,8 @@ SURROGATE_CALLS = [
     pytest.param(lambda db: db.search_messages("x", role_filter=[LONE]), id="search-role"),
     pytest.param(lambda db: db.search_sessions(source=LONE), id="sessions-source"),
     pytest.param(lambda db: db.list_sessions_rich(source=LONE), id="rich-source"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=[LONE]), id="rich-excl"),
+    pytest.param(lambda db: db.get_compression_tip(LONE), id="compression-tip"),
     pytest.param(lambda db: db.session_count(LONE), id="count-source"),
     pytest.param(lambda db: db.export_all(source=LONE), id="export-source"),
 ]
@@ -755,6 +761,16 @@ WRONG_TYPES = [
     pytest.param(lambda db: db.search_sessions(offset=-3), id="sessions-negative-offset"),
     pytest.param(lambda db: db.list_sessions_rich(limit=-1), id="rich-negative-limit"),
     pytest.param(lambda db: db.list_sessions_rich(source=["cli"]), id="rich-list-source"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=5), id="rich-int-excl"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=[1]), id="rich-int-excl-item"),
+    pytest.param(lambda db: db.list_sessions_rich(include_children="yes"), id="rich-str-children"),
+    pytest.param(lambda db: db.list_sessions_rich(include_children=1), id="rich-int-children"),
+    pytest.param(
+        lambda db: db.list_sessions_rich(project_compression_tips=None), id="rich-none-tips"
+    ),
+    pytest.param(lambda db: db.list_sessions_rich(offset="1"), id="rich-str-offset"),
+    pytest.param(lambda db: db.get_compression_tip(123), id="compression-tip-int"),
+    pytest.param(lambda db: db.get_compression_tip(None), id="compression-tip-none"),
     pytest.param(lambda db: db.session_count(5), id="count-int-source"),
     pytest.param(lambda db: db.top_sessions_by_tokens("3"), id="top-str-limit"),
     pytest.param(lambda db: db.top_sessions_by_tokens(-1), id="top-negative-limit"),

@@ -904,8 +904,7 @@ def test_list_sessions_rich_preview_and_last_active(db: SessionDB, clock: Any) -
     rows = db.list_sessions_rich()
     assert [r["id"] for r in rows] == ["silent", "rich"]
     by_id = {r["id"]: r for r in rows}
-    assert by_id["rich"]["preview"] == first_user[:63]
-    assert len(by_id["rich"]["preview"]) == 63
+    assert by_id["rich"]["preview"] == first_user[:60] + "..."  # the old class's cut
     last = next(m for m in db.get_messages("rich") if m["id"] == last_id)
     assert by_id["rich"]["last_active"] == last["timestamp"]
     assert by_id["silent"]["preview"] == ""
@@ -919,6 +918,20 @@ def test_list_sessions_rich_short_preview_is_whole_message(db: SessionDB) -> Non
     db.create_session("short", "cli")
     db.append_message("short", "user", "hi")
     assert db.list_sessions_rich()[0]["preview"] == "hi"
+
+
+def test_the_documented_recent_query_stays_on_the_repository(db: SessionDB) -> None:
+    """``uow.sessions.recent`` is the document's SQL: every session, the raw 63 characters."""
+    db.create_session("root", "cli")
+    first_user = "line one\n" + "x" * 70
+    db.append_message("root", "user", first_user)
+    db.end_session("root", "compression")
+    db.create_session("child", "cli", parent_session_id="root")
+    with db.store.read() as uow:
+        rows = uow.sessions.recent(source=None, limit=20, offset=0)
+    assert [r["id"] for r in rows] == ["child", "root"]
+    assert rows[1]["preview"] == first_user[:63]
+    assert [r["id"] for r in db.list_sessions_rich()] == ["child"]  # the old class's view
 
 
 def test_session_count_and_message_count(db: SessionDB) -> None:

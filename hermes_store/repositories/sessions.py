@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Integer, Text, bindparam, case, cast, delete, func, insert, select, text
@@ -11,6 +12,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
+from . import listing as _listing
 
 S = sessions_table
 M = messages_table
@@ -350,6 +352,46 @@ class SessionRepository:
         """Newest sessions first, with the first user message's 63-character preview."""
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
         return self._rows(_RECENT, params)
+
+    def listing(
+        self,
+        *,
+        source: str | None = None,
+        exclude_sources: Sequence[str] = (),
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
+    ) -> list[dict[str, Any]]:
+        """The old class's listing: one entry per conversation, newest start first.
+
+        Rows carry ``preview`` (first user message, one line, 60 characters
+        and ``...``) and ``last_active``; children are left out unless
+        ``include_children``; a compression root is shown as its tip (see
+        :mod:`~hermes_store.repositories.listing`) unless
+        ``project_compression_tips`` is False or children are included.
+        ``limit`` and ``offset`` count the listed entries.
+        """
+        rows = _listing.page(
+            self._c,
+            source=source,
+            exclude_sources=exclude_sources,
+            limit=limit,
+            offset=offset,
+            include_children=include_children,
+        )
+        roots = _listing.compression_roots(rows)
+        if not project_compression_tips or include_children or not roots:
+            return rows
+        return _listing.project(rows, _listing.tip_rows(self._c, roots))
+
+    def compression_tip(self, session_id: str) -> str:
+        """The newest compression continuation of ``session_id``, else ``session_id`` itself.
+
+        Followed from session to session (at most 100 steps); an unknown id
+        is its own tip.
+        """
+        return _listing.tip_ids(self._c, [session_id]).get(session_id, session_id)
 
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         """One page of sessions, newest first (``all`` gives every one, unpaged)."""
