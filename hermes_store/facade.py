@@ -212,8 +212,14 @@ class SessionDB:
     ) -> None:
         """Add to the token and cost counters, or set them with ``absolute=True``.
 
-        ``model`` fills in a session that had none; labels (cost status,
-        billing provider, ...) replace the stored ones when given.
+        As the old class: ``model`` and the route (``billing_provider``,
+        ``billing_base_url``, ``billing_mode``) fill in a session that had
+        none and are kept after that; the cost labels (status, source,
+        pricing version) replace the stored ones when given. An
+        ``estimated_cost_usd`` of None counts as 0 (so a session with
+        recorded usage always has a number there); an ``actual_cost_usd`` of
+        None keeps the stored value. Returns None; an unknown session is
+        SessionNotFoundError.
         """
         arguments = locals()
         usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}

@@ -314,7 +314,9 @@ def test_update_token_counts_adds_costs_when_given_and_keeps_them_when_none(
     assert session["input_tokens"] == 6
 
 
-def test_update_token_counts_replaces_labels_when_given(db: SessionDB) -> None:
+def test_update_token_counts_replaces_cost_labels_and_keeps_the_first_route(
+    db: SessionDB,
+) -> None:
     db.create_session("labels", "cli")
     first = {
         "cost_status": "estimated",
@@ -337,10 +339,14 @@ def test_update_token_counts_replaces_labels_when_given(db: SessionDB) -> None:
     }
     db.update_token_counts("labels", **second)
     session = db.get_session("labels")
-    assert {k: session[k] for k in second} == second
+    expected = {
+        **first,
+        **{k: second[k] for k in ("cost_status", "cost_source", "pricing_version")},
+    }
+    assert {k: session[k] for k in second} == expected  # the route stays the first one
     db.update_token_counts("labels", input_tokens=1)  # labels None: kept
     session = db.get_session("labels")
-    assert {k: session[k] for k in second} == second
+    assert {k: session[k] for k in second} == expected
 
 
 def test_update_token_counts_fills_model_only_when_null(db: SessionDB) -> None:

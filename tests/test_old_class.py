@@ -578,3 +578,57 @@ def test_a_listing_page_costs_the_same_at_50000_sessions(db_path: Any, name: str
         _add_raw_sessions(db, 1_000, 49_000)
         large = _vm_steps(db, PAGE_CALLS[name])
     assert large <= 2 * small + 5, (small, large)
+
+
+# ----------------------------------------------------------------------
+# update_token_counts: the route is filled in once, a missing estimate is 0
+# ----------------------------------------------------------------------
+ROUTE = ("billing_provider", "billing_base_url", "billing_mode")
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_usage_fills_in_the_billing_route_once_and_keeps_it(db: SessionDB, absolute: bool) -> None:
+    db.create_session("routed", "cli")
+    db.update_token_counts("routed", input_tokens=1, billing_mode="metered", absolute=absolute)
+    db.update_token_counts(
+        "routed",
+        input_tokens=1,
+        billing_provider="openrouter",
+        billing_base_url="https://openrouter.ai/api/v1",
+        billing_mode="subscription",
+        absolute=absolute,
+    )
+    db.update_token_counts(
+        "routed",
+        input_tokens=1,
+        billing_provider="anthropic",
+        billing_base_url="https://api.anthropic.com",
+        billing_mode="free",
+        cost_status="final",
+        absolute=absolute,
+    )
+    session = raw_session(db, "routed")
+    assert tuple(session[k] for k in ROUTE) == (
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        "metered",
+    )
+    assert session["cost_status"] == "final"  # cost labels follow the latest report
+
+
+def test_usage_counts_a_missing_estimated_cost_as_zero(db: SessionDB) -> None:
+    db.create_session("est", "cli")
+    assert raw_session(db, "est")["estimated_cost_usd"] is None  # no usage yet
+    db.update_token_counts("est", input_tokens=10)
+    session = raw_session(db, "est")
+    assert session["estimated_cost_usd"] == 0
+    assert session["actual_cost_usd"] is None
+    db.update_token_counts("est", estimated_cost_usd=0.25, actual_cost_usd=0.5)
+    db.update_token_counts("est", input_tokens=1)
+    assert raw_session(db, "est")["estimated_cost_usd"] == pytest.approx(0.25)
+    db.update_token_counts("est", input_tokens=100, absolute=True)  # totals without a cost
+    session = raw_session(db, "est")
+    assert session["estimated_cost_usd"] == 0
+    assert session["actual_cost_usd"] == pytest.approx(0.5)  # an actual cost only when given
+    db.update_token_counts("est", input_tokens=100, estimated_cost_usd=0.75, absolute=True)
+    assert raw_session(db, "est")["estimated_cost_usd"] == pytest.approx(0.75)

@@ -25,14 +25,12 @@ TOKEN_COUNTERS = (
     "reasoning_tokens",
 )
 COST_FIELDS = ("estimated_cost_usd", "actual_cost_usd")
-BILLING_LABELS = (
-    "cost_status",
-    "cost_source",
-    "pricing_version",
-    "billing_provider",
-    "billing_base_url",
-    "billing_mode",
-)
+COST_LABELS = ("cost_status", "cost_source", "pricing_version")
+"""What the latest usage report says about the cost: given values replace the stored ones."""
+ROUTE_LABELS = ("billing_provider", "billing_base_url", "billing_mode")
+"""Where the session is billed: filled in once, then kept, like ``model`` (the old class's
+``COALESCE(billing_provider, ?)``): one row cannot stand for usage on several providers."""
+BILLING_LABELS = COST_LABELS + ROUTE_LABELS
 
 
 def _p(name: str, type_: Any = None) -> BindParameter[Any]:
@@ -50,7 +48,7 @@ def _by_id() -> Any:
 
 
 def _add_if_given(name: str) -> Any:
-    """Costs are NULL until known; adding an unknown (None) cost leaves them as they are."""
+    """A cost that stays NULL until known; adding an unknown (None) one leaves it as it is."""
     # A CAST, because PostgreSQL cannot type a bare ``$n IS NULL`` parameter.
     given = cast(_p(name), FLOAT)
     return case((given.is_(None), S.c[name]), else_=func.coalesce(S.c[name], 0) + given)
@@ -94,17 +92,26 @@ _BUMP_COUNTERS = Prepared(
     )
 )
 _SET_COUNTERS = _by_id().values(message_count=_p("messages"), tool_call_count=_p("tool_calls"))
+# The usage report, as the old class wrote it: the estimated cost counts a missing figure
+# as 0 (so it is a number once any usage was recorded), the actual cost only changes when
+# given, cost labels follow the latest report, the model and the route the first one.
+_LABELS = {
+    "model": func.coalesce(S.c.model, _p("model", Text)),
+    **{name: func.coalesce(_p(name, Text), S.c[name]) for name in COST_LABELS},
+    **{name: func.coalesce(S.c[name], _p(name, Text)) for name in ROUTE_LABELS},
+}
 _ADD_USAGE = _by_id().values(
-    model=func.coalesce(S.c.model, _p("model", Text)),
     **{name: func.coalesce(S.c[name], 0) + _p(name, Integer) for name in TOKEN_COUNTERS},
-    **{name: _add_if_given(name) for name in COST_FIELDS},
-    **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},
+    estimated_cost_usd=func.coalesce(S.c.estimated_cost_usd, 0)
+    + func.coalesce(_p("estimated_cost_usd", FLOAT), 0),
+    actual_cost_usd=_add_if_given("actual_cost_usd"),
+    **_LABELS,
 )
 _SET_USAGE = _by_id().values(
-    model=func.coalesce(S.c.model, _p("model", Text)),
     **{name: _p(name, Integer) for name in TOKEN_COUNTERS},
-    **{name: func.coalesce(_p(name, FLOAT), S.c[name]) for name in COST_FIELDS},
-    **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},
+    estimated_cost_usd=func.coalesce(_p("estimated_cost_usd", FLOAT), 0),
+    actual_cost_usd=func.coalesce(_p("actual_cost_usd", FLOAT), S.c.actual_cost_usd),
+    **_LABELS,
 )
 _TITLE_OWNER = select(S.c.id).where(S.c.title == _p("title"), S.c.id != _p("id"))
 _BY_TITLE = select(S).where(S.c.title == _p("title"))
@@ -314,8 +321,10 @@ class SessionRepository:
         """Add ``usage`` to the counters (or set them, ``absolute=True``) in one UPDATE.
 
         ``usage`` carries every name of TOKEN_COUNTERS, COST_FIELDS,
-        BILLING_LABELS and ``model``; None means "not reported" for costs and
-        labels, which keeps the stored value.
+        BILLING_LABELS and ``model``; None means "not reported". Then the
+        estimated cost counts 0 (added, or set with ``absolute``), the
+        actual cost and the cost labels keep their stored values; ``model``
+        and the route labels are only ever filled in where NULL.
         """
         params = {f"p_{name}": value for name, value in usage.items()}
         params["p_id"] = session_id
