@@ -447,7 +447,9 @@ class SessionDB:
 
         A query the sanitizer cannot rescue, or one the engine still rejects,
         finds nothing rather than raising: search input comes straight from
-        people. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
+        people. ``source_filter=[]`` allows no source and finds nothing, as in
+        the old class; an empty ``exclude_sources`` or ``role_filter`` is no
+        filter. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
         bad tsquery as syntax_error 42601, a ProgrammingError, and one too big
         to evaluate as 54001, an OperationalError.)
         """
@@ -461,7 +463,9 @@ class SessionDB:
             "offset": int_arg("offset", offset, minimum=0),
         }
         items = query_items(query)
-        if not items or filters["limit"] == 0:
+        # An empty source_filter allows no source (the old class's ``IN ()``); empty
+        # exclude_sources and role_filter filter nothing, as there.
+        if not items or filters["limit"] == 0 or filters["sources"] == []:
             return []
         with self._store.read() as uow:
             try:

@@ -632,3 +632,15 @@ def test_usage_counts_a_missing_estimated_cost_as_zero(db: SessionDB) -> None:
     assert session["actual_cost_usd"] == pytest.approx(0.5)  # an actual cost only when given
     db.update_token_counts("est", input_tokens=100, estimated_cost_usd=0.75, absolute=True)
     assert raw_session(db, "est")["estimated_cost_usd"] == pytest.approx(0.75)
+
+
+# ----------------------------------------------------------------------
+# search_messages: an empty list of allowed sources allows none
+# ----------------------------------------------------------------------
+def test_search_with_an_empty_source_filter_finds_nothing(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    message_id = db.append_message("s", "user", "findable words")
+    assert db.search_messages("findable", source_filter=[]) == []
+    assert [h["id"] for h in db.search_messages("findable", exclude_sources=[])] == [message_id]
+    assert [h["id"] for h in db.search_messages("findable", role_filter=[])] == [message_id]
+    assert [h["id"] for h in db.search_messages("findable", source_filter=None)] == [message_id]
