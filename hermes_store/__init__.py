@@ -8,11 +8,14 @@ from .durability import Durability
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
+    ReadOnlyStoreError,
     SchemaError,
+    SessionBusyError,
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
     StoreLockedError,
+    StoreNotFoundError,
     TitleConflictError,
 )
 from .facade import SessionDB
@@ -23,13 +26,16 @@ __all__ = [
     "ContentionPolicy",
     "Durability",
     "InvalidInputError",
+    "ReadOnlyStoreError",
     "SchemaError",
+    "SessionBusyError",
     "SessionDB",
     "SessionExistsError",
     "SessionNotFoundError",
     "Store",
     "StoreError",
     "StoreLockedError",
+    "StoreNotFoundError",
     "TitleConflictError",
     "UnitOfWork",
     "UnitOfWorkFactory",

@@ -22,10 +22,13 @@ through :class:`SqliteRules`, which each connection carries:
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import sqlite3
 import time
+import urllib.parse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -88,26 +91,57 @@ def create_store_engine(
     url: URL,
     policy: ContentionPolicy | None = None,
     durability: Durability | str = Durability.FULL,
+    *,
+    read_only: bool = False,
 ) -> Engine:
     """An engine for ``url``; SQLite engines get the rules of this module.
 
     PostgreSQL engines get theirs from :mod:`hermes_store.postgres`.
     ``durability`` is checked first, so a wrong value opens nothing.
+    ``read_only`` opens a SQLite file with ``mode=ro`` (see :func:`read_only_uri`):
+    its connections can neither write nor take the write lock.
     """
     policy = policy or ContentionPolicy()
     durability = Durability.of(durability)
     if url.get_backend_name() == "postgresql":
         from .postgres import create_postgresql_engine
 
-        return create_postgresql_engine(url, policy, durability)
+        return create_postgresql_engine(url, policy, durability, read_only=read_only)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
-    engine = create_engine(
-        url,
-        connect_args={"check_same_thread": False, "timeout": policy.busy_timeout_ms / 1000},
+    timeout = policy.busy_timeout_ms / 1000
+    path = sqlite_file(url)
+    if read_only and path is not None:
+        uri = read_only_uri(path)
+        engine = create_engine(
+            url,
+            creator=lambda: sqlite3.connect(
+                uri, uri=True, check_same_thread=False, timeout=timeout
+            ),
+        )
+    else:
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": timeout})
+    _install_sqlite_rules(
+        engine, policy, durability, str(path or url.database), read_only=read_only
     )
-    _install_sqlite_rules(engine, policy, durability, str(sqlite_file(url) or url.database))
     return engine
+
+
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that reads ``path`` without ever writing it.
+
+    ``mode=ro`` opens the file read-only. A WAL database also needs its
+    ``-shm`` (SQLite creates it if it can); in a folder this process cannot
+    write, with no ``-wal`` beside the file, no writer can be running either
+    (it would need to create one), so the file is opened ``immutable=1``:
+    read as it is, without the shared-memory index.
+    """
+    quoted = urllib.parse.quote(str(path.resolve()))
+    uri = f"file:{quoted}?mode=ro"
+    wal = Path(f"{path}-wal")
+    if not os.access(path.parent, os.W_OK) and not wal.exists():
+        uri += "&immutable=1"
+    return uri
 
 
 class _CheckpointClock:
@@ -170,7 +204,12 @@ def sqlite_rules(connection: Connection) -> SqliteRules | None:
 
 
 def _install_sqlite_rules(
-    engine: Engine, policy: ContentionPolicy, durability: Durability, database: str
+    engine: Engine,
+    policy: ContentionPolicy,
+    durability: Durability,
+    database: str,
+    *,
+    read_only: bool = False,
 ) -> None:
     rules = SqliteRules(policy, database)
     synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
@@ -184,7 +223,11 @@ def _install_sqlite_rules(
         # Set even for FULL: a build whose default is NORMAL must not weaken it silently.
         dbapi_connection.execute(synchronous)
         (mode,) = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
-        if str(mode).lower() != "wal":
+        if (
+            not read_only
+            and str(mode).lower() != "wal"
+            and not _follows_agent_ladder(dbapi_connection)
+        ):
             # Asking only when needed keeps the open of a current database read-only.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
         record.info[_SQLITE_RULES] = rules
@@ -202,6 +245,26 @@ def _install_sqlite_rules(
             write=not options.get(READ_OPTION),
             patience_s=options.get(PATIENCE_OPTION),
         )
+
+
+def _follows_agent_ladder(dbapi_connection: sqlite3.Connection) -> bool:
+    """True for a file at the agent's own schema versions (7 and later).
+
+    Its journal mode is the agent's choice -- its v25 keeps new files out of
+    WAL on SQLite builds with the WAL-reset bug, and never switches a file
+    other processes may hold open -- so it is left as it is. Asked only of a
+    file not in WAL already: the open of a current file pays nothing for it.
+    """
+    try:
+        row = dbapi_connection.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    except sqlite3.Error:
+        return False  # no schema_version: a new file, or not a store at all
+    from .schema_state import DOCUMENT_VERSION  # schema_state imports this module
+
+    try:
+        return row is not None and row[0] is not None and int(row[0]) > DOCUMENT_VERSION
+    except (TypeError, ValueError):
+        return False
 
 
 def _begin_immediate(

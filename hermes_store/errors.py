@@ -8,6 +8,8 @@ right reaction (retry later, tell the user) differs from a programming error.
 
 from __future__ import annotations
 
+import time
+
 
 class StoreError(Exception):
     """Base of every error raised on purpose by hermes_store."""
@@ -51,3 +53,31 @@ class StoreLockedError(StoreError):
 
 class SchemaError(StoreError):
     """The database's schema is one this package cannot read or bring to head."""
+
+
+class SessionBusyError(StoreError):
+    """Another Hermes process holds the session's compression lock: it is rewriting it.
+
+    The agent's own code (schema v25) takes a lock in ``compression_locks``
+    while it replaces a session's transcript with a compacted one; a message
+    appended meanwhile would be lost in the rewrite, so the append is refused
+    and nothing is written. Retry once the lock has expired.
+    """
+
+    def __init__(self, session_id: str, holder: str, until: float) -> None:
+        super().__init__(
+            f"session {session_id!r} is being compressed by another Hermes process "
+            f"(lock held by {holder!r} for {max(until - time.time(), 0):.0f} s more); "
+            "nothing was written: retry once it is done"
+        )
+        self.session_id = session_id
+        self.holder = holder
+        self.until = until
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write was asked of a store opened with ``read_only=True``; nothing was written."""
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """A read-only open found no database at the path (reading never creates one)."""

@@ -25,8 +25,8 @@ from .errors import (
     TitleConflictError,
 )
 from .fts_query import query_items, sanitize_fts5_query
+from .layout import TRIGRAM_INDEX
 from .postgres import retrying
-from .repositories.search import TRIGRAM_INDEX
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
 from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
@@ -64,7 +64,9 @@ class SessionDB:
 
     ``durability="normal"`` trades the last commits before a power loss for
     faster writes (see :mod:`hermes_store.durability`); the default keeps
-    every returned write on the disk, as the old store did.
+    every returned write on the disk, as the old store did. ``read_only=True``
+    opens the file for reading only (see :class:`~hermes_store.store.Store`):
+    every write method then raises :class:`~hermes_store.errors.ReadOnlyStoreError`.
     """
 
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
@@ -76,17 +78,24 @@ class SessionDB:
         store: Store | None = None,
         policy: ContentionPolicy | None = None,
         durability: Durability | str | None = None,
+        read_only: bool | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if store is not None and db_path is not None:
             raise InvalidInputError("pass either db_path or store, not both")
-        if store is not None and (policy is not None or durability is not None):
+        if store is not None and (
+            policy is not None or durability is not None or read_only is not None
+        ):
             # Silently ignoring them would run a store on settings the caller did not ask for.
             raise InvalidInputError(
-                "policy and durability are the store's: pass them to Store(), not with store="
+                "policy, durability and read_only are the store's: pass them to Store(), "
+                "not with store="
             )
         self._store = store or Store(
-            db_path, policy=policy, durability=Durability.FULL if durability is None else durability
+            db_path,
+            policy=policy,
+            durability=Durability.FULL if durability is None else durability,
+            read_only=False if read_only is None else read_only,
         )
         self._owns_store = store is None
         self._clock = clock
@@ -491,7 +500,7 @@ class SessionDB:
         into CJK text (``修改youer服务端``). Short Latin terms never scan: "x"
         as a substring would match nearly everything.
         """
-        if has_cjk(query):
+        if has_cjk(query) or not uow.search.has_word_index:
             return self._substring_matches(uow, items, filters, allow_scan=True)
         limit, offset = filters["limit"], filters["offset"]
         window = {**filters, "limit": offset + limit, "offset": 0}
@@ -512,16 +521,22 @@ class SessionDB:
         ``allow_scan=False`` keeps to what an index answers: terms of three or
         more characters (the trigram table; pg_trgm for ILIKE on PostgreSQL).
         """
-        postgresql = uow.search.postgresql
+        search = uow.search
+        postgresql = search.postgresql
+        # The agent's v23+ trigram table leaves tool rows out; a search of tool
+        # rows alone scans instead, as the agent's own code does.
+        trigram = search.has_trigram and not (
+            search.trigram_skips_tool_rows and "tool" in (filters["roles"] or ())
+        )
         substring = (
             substring_query(items, trigram=False, like="ILIKE")
             if postgresql
-            else substring_query(items)
+            else substring_query(items, trigram=trigram)
         )
         if substring is None:
             return []
         if substring.fts is not None:
-            return uow.search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
+            return search.match(substring.fts, index=TRIGRAM_INDEX, **filters)
         indexed = postgresql and min(map(len, substring.needles)) >= TRIGRAM
         if not (allow_scan or indexed):
             return []

@@ -28,9 +28,12 @@ from .errors import SchemaError
 from .schema_state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
+    Ladder,
     check_known,
     is_current,
+    read_schema_state,
     read_state,
+    refuse_foreign_file,
     revision_for_version,
     version_for_revision,
 )
@@ -41,6 +44,7 @@ __all__ = [
     "alembic_config",
     "check_known",
     "downgrade",
+    "is_agent_file",
     "is_current",
     "prepare_database",
     "read_state",
@@ -93,14 +97,26 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
     return config
 
 
+def is_agent_file(context: MigrationContext) -> bool:
+    """True when the file follows the agent's own version ladder (7 and later).
+
+    Such a file is shared with the agent's code, which owns its schema: env.py
+    then runs no revision at all, so ``alembic upgrade head`` leaves it as it is.
+    """
+    connection = context.connection
+    if connection is None or context.as_sql:
+        return False
+    return read_schema_state(connection).ladder is Ladder.AGENT
+
+
 def prepare_database(context: MigrationContext, script: ScriptDirectory) -> str | None:
     """Check the database and stamp a file made by the old code; called by env.py.
 
     Runs inside the migration's transaction, before ``run_migrations``. A
     file with ``schema_version`` N and no Alembic revision is stamped
     ``000N``; the upgrade then starts from there. Returns the stamped
-    revision, if any. Commands that must not write (``alembic current``) and
-    offline SQL generation are left alone.
+    revision, if any. Commands that must not write (``alembic current``),
+    offline SQL generation and files of the agent's own ladder are left alone.
     """
     connection = context.connection
     if connection is None or context.as_sql:  # offline (--sql): nothing to inspect
@@ -108,11 +124,12 @@ def prepare_database(context: MigrationContext, script: ScriptDirectory) -> str 
     if context.opts.get("dont_mutate"):  # `alembic current` shows the file as it is
         return None
     version, revision = read_state(connection)
-    check_known(version, revision)
-    if revision is not None:
+    if check_known(version, revision) is Ladder.AGENT or revision is not None:
         return None
     if version is None:
-        if "sessions" in inspect(connection).get_table_names():
+        if connection.dialect.name == "sqlite":
+            refuse_foreign_file(connection, str(connection.engine.url.database))
+        elif "sessions" in inspect(connection).get_table_names():
             raise SchemaError(
                 "the database has a sessions table but no schema_version row and no "
                 "alembic_version; refusing to guess which schema it has"
@@ -135,8 +152,9 @@ def sync_schema_version(context: MigrationContext) -> None:
     connection = context.connection
     if connection is None or context.as_sql or context.opts.get("dont_mutate"):
         return
-    version, revision = read_state(connection)
-    if revision is None or version is None:
+    state = read_schema_state(connection)
+    version, revision = state.version, state.revision
+    if revision is None or version is None or state.ladder is Ladder.AGENT:
         return
     wanted = version_for_revision(revision)
     if version != wanted:

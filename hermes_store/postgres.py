@@ -64,13 +64,24 @@ def _milliseconds(seconds: float) -> int:
 
 
 def create_postgresql_engine(
-    url: URL, policy: ContentionPolicy, durability: Durability = Durability.FULL
+    url: URL,
+    policy: ContentionPolicy,
+    durability: Durability = Durability.FULL,
+    *,
+    read_only: bool = False,
 ) -> Engine:
-    """An engine on ``url`` whose units of work follow the rules of this module."""
+    """An engine on ``url`` whose units of work follow the rules of this module.
+
+    ``read_only`` makes every transaction of its sessions read-only on the
+    server too (``default_transaction_read_only``), beside the store's refusal
+    of write units.
+    """
     options = (
         f"-c lock_timeout={_milliseconds(policy.patience_s)} "
         f"-c synchronous_commit={durability.postgresql_synchronous_commit}"
     )
+    if read_only:
+        options += " -c default_transaction_read_only=on"
     engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
     _install_rules(engine, policy)
     return engine

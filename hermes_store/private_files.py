@@ -40,6 +40,17 @@ def _refuse_unsafe(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
+def require_existing_database(path: Path) -> None:
+    """For a read-only open: ``path`` must be a regular file already; nothing is created."""
+    if _refuse_unsafe(path) is None:
+        from .errors import StoreNotFoundError
+
+        raise StoreNotFoundError(
+            f"no database at {path}: a read-only open never creates one "
+            "(check the path, or run 'hermes-store upgrade' to create a store there)"
+        )
+
+
 def ensure_private_database(path: Path) -> None:
     """Create ``path`` 0600 if missing, else tighten it and its sidecars to 0600."""
     mode = _refuse_unsafe(path)

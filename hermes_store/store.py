@@ -20,21 +20,25 @@ from sqlalchemy.engine import URL, Engine
 from .connections import ThreadConnections
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
+from .errors import InvalidInputError, ReadOnlyStoreError, SchemaError
+from .layout import STANDARD, Layout, LayoutCell
 from .location import resolve_url, sqlite_file
-from .private_files import ensure_private_database
-from .schema_state import is_current_on
+from .private_files import ensure_private_database, require_existing_database
+from .schema_state import HEAD_SCHEMA_VERSION, Ladder, read_schema_state, refuse_foreign_file
 from .uow import UnitOfWork
 
 
 @lru_cache(maxsize=16)
-def _engine_for(url: URL, policy: ContentionPolicy, durability: Durability) -> Engine:
-    """One engine per (database, policy, durability) per process, reused across open and close.
+def _engine_for(
+    url: URL, policy: ContentionPolicy, durability: Durability, read_only: bool
+) -> Engine:
+    """One engine per (database, policy, durability, mode) per process, reused across opens.
 
     ``Store.close`` empties the engine's pool, which closes its connections
     (so the file is free for others) but keeps the engine, its event rules and
     its compiled-statement cache for the next store on the same database.
     """
-    return create_store_engine(url, policy, durability)
+    return create_store_engine(url, policy, durability, read_only=read_only)
 
 
 class Store:
@@ -43,6 +47,11 @@ class Store:
     ``durability`` (``"full"`` by default, or ``"normal"``) says whether a
     commit is on the disk before the call returns; see
     :mod:`hermes_store.durability` for what ``"normal"`` risks and saves.
+
+    ``read_only=True`` is for programs that only look (dashboards, web UIs,
+    the CLI's reading commands): the file is opened read-only, never created,
+    migrated, adopted or tightened, works in a folder this process cannot
+    write, and never takes the write lock; :meth:`write` is refused.
     """
 
     def __init__(
@@ -52,40 +61,126 @@ class Store:
         policy: ContentionPolicy | None = None,
         durability: Durability | str = Durability.FULL,
         migrate: bool = True,
+        read_only: bool = False,
     ) -> None:
         # Checked before anything is touched: a wrong value creates no file.
         self.durability = Durability.of(durability)
+        if not isinstance(read_only, bool):
+            raise InvalidInputError(f"read_only must be a bool, got {type(read_only).__name__}")
+        self.read_only = read_only
         self.url: URL = resolve_url(target)
         self.path: Path | None = sqlite_file(self.url)
         if self.path is not None:
-            ensure_private_database(self.path)
+            if read_only:
+                require_existing_database(self.path)
+            else:
+                ensure_private_database(self.path)
         self.policy = policy or ContentionPolicy()
-        self.engine: Engine = _engine_for(self.url, self.policy, self.durability)
+        self.engine: Engine = _engine_for(self.url, self.policy, self.durability, read_only)
         self._connections = ThreadConnections(self.engine)
-        if migrate:
-            self._bring_to_head()
+        self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
+        self._open_schema(migrate and not read_only)
 
-    def _bring_to_head(self) -> None:
-        """Migrate only when the file is not current; the check is one read.
+    def _open_schema(self, migrate: bool) -> None:
+        """Read the file's schema state, migrate if it is ours and behind, learn its layout.
 
-        The read runs on this thread's kept connection, which the caller's
-        first unit of work then reuses. Alembic is imported only when there
-        is something to migrate.
+        On a file at our head this is one read, on this thread's kept
+        connection, which the caller's first unit of work then reuses; Alembic
+        is imported only when there is something to migrate. A file of the
+        agent's own schema versions (7 and later) is never migrated: its
+        layout is read and the repositories follow it.
         """
-        with self.read() as uow:
-            current = is_current_on(uow.connection)
-        if not current:
+        if not self._learn_layout(migrate):
             from .migrate import upgrade
 
             upgrade(self.engine, "head")
+            self._learn_layout(migrate=False)
+        if not self.read_only:
+            self._mend_skipped_agent_step()
+
+    def _learn_layout(self, migrate: bool) -> bool:
+        """Read state and layout in one read unit; False when a migration must come first."""
+        sqlite = self.engine.dialect.name == "sqlite"
+        with UnitOfWork(self._connections, write=False) as uow:
+            state = read_schema_state(uow.connection)
+            ladder = state.ladder  # raises SchemaError for a state we cannot read safely
+            if ladder is Ladder.AGENT and not sqlite:
+                raise SchemaError(
+                    f"{self!r} holds schema_version {state.version}, which no hermes_store "
+                    f"writes (it keeps the document's {HEAD_SCHEMA_VERSION}) and the agent's "
+                    "own code does not use PostgreSQL: refusing to guess its schema"
+                )
+            if sqlite and ladder is Ladder.EMPTY:
+                refuse_foreign_file(uow.connection, self._where())
+                if self.read_only:
+                    raise SchemaError(
+                        f"{self._where()} holds no session store yet, and a read-only open "
+                        "creates none: run 'hermes-store upgrade' (or open it writable) first"
+                    )
+            if migrate and state.needs_migration:
+                return False
+            if sqlite:
+                cell = LayoutCell(STANDARD, state.cookie)
+                # A file still to be migrated (by a caller that opened it with
+                # migrate=False to do so itself) keeps the standard layout: the
+                # first unit after the migration sees the cookie move and reads it.
+                if self.read_only or not state.needs_migration:
+                    cell.refresh(uow.connection.connection.driver_connection, state)
+                self._layouts = cell
+        return True
+
+    def _mend_skipped_agent_step(self) -> None:
+        """Add ``messages.reasoning_content`` where our old schema_version 7 made the agent skip it.
+
+        hermes_store releases before revision 0008 stamped ``schema_version = 7``.
+        The agent's code at its versions 8 and 9, opening such a file, took the
+        7 as its own ("reasoning_content added"), skipped that step and moved
+        on -- and then failed every append for want of the column. Only a file
+        that carries our ``alembic_version`` can be in that state; the agent's
+        version 10 and later add missing columns themselves.
+        """
+        layout = self.layout
+        if not (
+            layout.ladder is Ladder.AGENT
+            and layout.revision is not None
+            and layout.schema_version in (7, 8, 9)
+            and "reasoning_content" not in layout.message_columns
+        ):
+            return
+        with self.write() as uow:
+            if "reasoning_content" not in uow.layout.message_columns:
+                uow.connection.exec_driver_sql(
+                    "ALTER TABLE messages ADD COLUMN reasoning_content TEXT"
+                )
+
+    def _where(self) -> str:
+        return str(self.path) if self.path is not None else repr(self)
+
+    @property
+    def layout(self) -> Layout:
+        """The layout the store reads the file in (see :mod:`hermes_store.layout`)."""
+        if self._layouts is None:
+            return STANDARD
+        return self._layouts.layout
+
+    @property
+    def ladder(self) -> Ladder:
+        """Whose version steps the file follows: ours, or the Hermes agent's own."""
+        return self.layout.ladder
 
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""
-        return UnitOfWork(self._connections, write=False)
+        return UnitOfWork(self._connections, write=False, layouts=self._layouts)
 
     def write(self, *, patience_s: float | None = None) -> UnitOfWork:
         """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
-        return UnitOfWork(self._connections, write=True, patience_s=patience_s)
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self._where()} was opened read-only (read_only=True): nothing was written"
+            )
+        return UnitOfWork(
+            self._connections, write=True, patience_s=patience_s, layouts=self._layouts
+        )
 
     def close(self) -> None:
         """Close every idle connection, releasing the file; a later unit reconnects.

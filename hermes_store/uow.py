@@ -28,8 +28,10 @@ from sqlalchemy.engine import Connection, RootTransaction
 
 from .connections import ThreadConnections
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
+from .layout import STANDARD, Layout, LayoutCell, drop_unusable_cjk_triggers
 from .prepared import driver_error
 from .repositories import MessageRepository, SearchRepository, SessionRepository
+from .schema_state import read_schema_state
 
 _UNSET = object()
 
@@ -46,13 +48,21 @@ class UnitOfWork:
     sessions: SessionRepository
     messages: MessageRepository
     search: SearchRepository
+    layout: Layout
+    """The file's layout as this unit's transaction sees it (see :mod:`hermes_store.layout`)."""
 
     def __init__(
-        self, connections: ThreadConnections, *, write: bool, patience_s: float | None = None
+        self,
+        connections: ThreadConnections,
+        *,
+        write: bool,
+        patience_s: float | None = None,
+        layouts: LayoutCell | None = None,
     ) -> None:
         self._connections = connections
         self._write = write
         self._patience_s = patience_s
+        self._layouts = layouts
         self._connection: Connection | None = None
         self._kept = False
         self._rules: SqliteRules | None = None
@@ -73,16 +83,46 @@ class UnitOfWork:
             if self._rules is not None:
                 self._driver = connection.connection.driver_connection
                 self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
+                self._connection = connection
+                layout = self._current_layout(connection, self._driver)
             else:
                 self._begin_through_sqlalchemy(connection)
+                layout = STANDARD  # PostgreSQL: only our revisions build its tables
         except BaseException:
-            self._connections.release(connection, self._kept)
+            self._connection = connection
+            try:
+                self.rollback()
+            finally:
+                self._connection = None
+                self._connections.release(connection, self._kept)
             raise
         self._connection = connection
-        self.sessions = SessionRepository(connection)
-        self.messages = MessageRepository(connection)
-        self.search = SearchRepository(connection)
+        self.layout = layout
+        self.sessions = SessionRepository(connection, layout)
+        self.messages = MessageRepository(connection, layout)
+        self.search = SearchRepository(connection, layout)
         return self
+
+    def _current_layout(self, connection: Connection, driver: sqlite3.Connection) -> Layout:
+        """The layout of the file now, read again if another program changed its schema.
+
+        One ``PRAGMA schema_version`` per unit: the cookie SQLite moves with
+        any DDL, read inside this unit's transaction so that the layout and
+        the statements that follow see the same schema. A write unit on a
+        file whose cjk index this process cannot run first does what the
+        agent's own code does then (see :func:`drop_unusable_cjk_triggers`).
+        """
+        cell = self._layouts
+        if cell is None:
+            return STANDARD
+        (cookie,) = driver.execute("PRAGMA schema_version").fetchone()
+        layout = cell.layout
+        if cookie != cell.cookie:
+            layout = cell.refresh(driver, read_schema_state(connection))
+        if self._write and layout.cjk_degrade_needed:
+            drop_unusable_cjk_triggers(driver, layout)
+            layout = cell.refresh(driver, read_schema_state(connection))
+        return layout
 
     def _begin_through_sqlalchemy(self, connection: Connection) -> None:
         # A kept connection carries the previous unit's options (they are

@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, Connection
 
 from hermes_store.engine import create_store_engine
 from hermes_store.location import resolve_url, sqlite_file
-from hermes_store.migrate import prepare_database, sync_schema_version
+from hermes_store.migrate import is_agent_file, prepare_database, sync_schema_version
 from hermes_store.models import Base
 from hermes_store.postgres import lock_schema
 from hermes_store.private_files import ensure_private_database
@@ -49,6 +49,10 @@ def _run(connection: Connection) -> None:
         # PostgreSQL: one upgrader at a time (SQLite's BEGIN IMMEDIATE does this there).
         lock_schema(connection)
         migration_context = context.get_context()
+        if is_agent_file(migration_context) and not migration_context.opts.get("dont_mutate"):
+            # The agent's own code owns this file's schema (versions 7 and
+            # later): no revision of ours runs on it, it is used as it is.
+            return
         prepare_database(migration_context, ScriptDirectory.from_config(config))
         context.run_migrations()
         sync_schema_version(migration_context)

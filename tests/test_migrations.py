@@ -41,6 +41,7 @@ from hermes_store.migrate import (
     revision_for_version,
     script_location,
     stamp,
+    upgrade,
     upgrade_to_head,
     version_for_revision,
 )
@@ -265,12 +266,17 @@ def test_revision_chain_is_linear_and_documented() -> None:
     script = ScriptDirectory.from_config(alembic_config())
     assert script.get_heads() == [HEAD_REVISION]
     chain = list(reversed(list(script.walk_revisions())))
-    assert [r.revision for r in chain] == [f"{n:04d}" for n in range(1, HEAD_SCHEMA_VERSION + 1)]
+    assert [r.revision for r in chain] == [f"{n:04d}" for n in range(1, int(HEAD_REVISION) + 1)]
     for number, revision in enumerate(chain, start=1):
         assert revision.down_revision == (None if number == 1 else f"{number - 1:04d}")
-        assert (revision.module.__doc__ or "").startswith(f"Schema version {number}:")
+        doc = revision.module.__doc__ or ""
+        if number <= 6:  # the design document's versions
+            assert doc.startswith(f"Schema version {number}:")
+        else:  # ours: known by the revision alone, schema_version stays the document's 6
+            assert doc.startswith("Our addition (schema_version stays 6):")
+    assert HEAD_SCHEMA_VERSION == 6
     assert version_for_revision(HEAD_REVISION) == HEAD_SCHEMA_VERSION
-    assert revision_for_version(HEAD_SCHEMA_VERSION) == HEAD_REVISION
+    assert [version_for_revision(f"{n:04d}") for n in range(1, 9)] == [1, 2, 3, 4, 5, 6, 6, 6]
     assert [revision_for_version(v) for v in LEGACY_VERSIONS] == [
         "0001",
         "0002",
@@ -279,6 +285,28 @@ def test_revision_chain_is_linear_and_documented() -> None:
         "0005",
         "0006",
     ]
+
+
+@pytest.mark.parametrize("route", ["library", "alembic -x url"])
+def test_a_file_stamped_7_by_an_older_hermes_store_goes_back_to_6(
+    tmp_path: Path, engines: Any, route: str
+) -> None:
+    """Older releases stamped schema_version 7 with revision 0007; the agent reads 7 otherwise."""
+    path = tmp_path / "state.db"
+    build_legacy_db(path, 6)
+    before = snapshot(path)
+    engine = engines(path)
+    upgrade(engine, "0007")
+    _set(path, "UPDATE schema_version SET version = 7")  # what 0007 used to write
+    assert raw_state(path) == ([(7,)], [("0007",)])
+    assert not is_current(engine)
+
+    if route == "library":
+        upgrade_to_head(engine)
+    else:
+        run_alembic(tmp_path, "-x", f"url=sqlite:///{path}", "upgrade", "head")
+
+    assert_upgraded_intact(path, before)
 
 
 def test_scripts_ship_as_a_package() -> None:
@@ -614,30 +642,29 @@ def _set(path: Path, *statements: str) -> None:
     connection.close()
 
 
-def test_newer_schema_version_is_refused(tmp_path: Path, engines: Any) -> None:
+@pytest.mark.parametrize("origin", ["the old code's v6", "hermes_store at head"])
+def test_a_file_at_the_agents_schema_version_is_never_migrated(
+    tmp_path: Path, engines: Any, origin: str
+) -> None:
+    """schema_version 7 and up is the agent's own ladder: no revision of ours runs on it."""
     path = tmp_path / "state.db"
-    build_legacy_db(path, 6)
-    newer = HEAD_SCHEMA_VERSION + 1
-    _set(path, f"UPDATE schema_version SET version = {newer}")
+    if origin == "hermes_store at head":
+        first = create_store_engine(sqlite_url(path))
+        upgrade_to_head(first)
+        first.dispose()  # the last connection closes: the WAL is checkpointed away
+    else:
+        build_legacy_db(path, 6)
+    agent_version = HEAD_SCHEMA_VERSION + 1
+    _set(path, f"UPDATE schema_version SET version = {agent_version}")
+    state = raw_state(path)
     before = file_state(path)
 
-    with pytest.raises(SchemaError, match=f"schema_version {newer}.*newer"):
-        upgrade_to_head(engines(path))
-    result = run_alembic(tmp_path, "-x", f"url=sqlite:///{path}", "upgrade", "head", check=False)
-    assert result.returncode != 0
-    assert "SchemaError" in result.stderr and f"schema_version {newer}" in result.stderr
+    assert is_current(engines(path))
+    upgrade_to_head(engines(path))
+    run_alembic(tmp_path, "-x", f"url=sqlite:///{path}", "upgrade", "head")
 
-    assert raw_state(path) == ([(newer,)], None)  # not stamped, not touched
+    assert raw_state(path) == state  # not stamped, not lowered
     assert file_state(path)["db"] == before["db"]
-
-
-def test_newer_schema_version_on_a_managed_file_is_refused(tmp_path: Path, engines: Any) -> None:
-    path = tmp_path / "state.db"
-    engine = engines(path)
-    upgrade_to_head(engine)
-    _set(path, f"UPDATE schema_version SET version = {HEAD_SCHEMA_VERSION + 1}")
-    with pytest.raises(SchemaError, match="newer"):
-        upgrade_to_head(engine)
 
 
 def test_unknown_alembic_revision_is_refused(tmp_path: Path, engines: Any) -> None:

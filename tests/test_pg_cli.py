@@ -38,7 +38,7 @@ def test_the_command_line_runs_on_postgresql(tmp_path: Path, pg_fresh_url: Any) 
     again = _run(tmp_path, "upgrade", "--url", url)
     assert "already at head" in again.stdout
     current = json.loads(_run(tmp_path, "current", "--url", url, "--json").stdout)
-    assert current["at_head"] is True and current["schema_version"] == 7
+    assert current["at_head"] is True and current["schema_version"] == 6
 
     assert _run(tmp_path, "demo", "--url", url).returncode == 0
     hits = json.loads(_run(tmp_path, "search", "docker", "--url", url, "--json").stdout)

@@ -37,18 +37,22 @@ from sqlalchemy import Integer, Text, bindparam, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from ..layout import Layout
+from .shapes import session_columns, sessions_from
+
 PREVIEW_CHARS = 60
 """How much of the first user message a listing shows; ``...`` marks that there is more."""
 MAX_CHAIN_STEPS = 100
 """How far the tip walk follows continuations (the old code's bound: deeper is a loop)."""
 COMPRESSION = "compression"
 
-# The columns of a listed session: the row, its preview's raw text and its last activity.
+# The columns of a listed session: the documented row (shaped for the file: see
+# repositories.shapes), its preview's raw text and its last activity.
 # The old code's preview is SUBSTR(REPLACE(REPLACE(content, LF, ' '), CR, ' '), 1, 63);
 # replacing after the cut gives the same text without rewriting the whole message. LF and
 # CR are parameters because the two backends spell those characters differently in SQL.
 _LISTED_COLUMNS = """
-    s.*,
+    {columns},
     COALESCE(
         (SELECT REPLACE(REPLACE(SUBSTR(m.content, 1, 63), :p_lf, ' '), :p_cr, ' ')
          FROM messages m
@@ -94,11 +98,25 @@ _CHAIN_PARAMS = (
     bindparam("p_max_steps", type_=Integer),
 )
 _TIP_IDS = text(_CHAINS + "SELECT root_id, id FROM tip").bindparams(*_CHAIN_PARAMS)
-_TIP_ROWS = text(
-    _CHAINS
-    + f"SELECT tip.root_id AS lineage_root_id, {_LISTED_COLUMNS} "
-    + "FROM tip JOIN sessions s ON s.id = tip.id WHERE tip.id <> tip.root_id"
-).bindparams(*_CHAIN_PARAMS, *_PREVIEW_PARAMS)
+
+
+@lru_cache(maxsize=16)
+def _listed_columns(layout: Layout) -> str:
+    return _LISTED_COLUMNS.format(columns=session_columns(layout))
+
+
+@lru_cache(maxsize=16)
+def _tip_rows_statement(layout: Layout) -> TextClause:
+    """The listed rows of the tips of the given roots that have a continuation."""
+    return text(
+        f"""{_CHAINS}
+        SELECT tip.root_id AS lineage_root_id, {_listed_columns(layout)}
+        FROM {sessions_from(layout)}
+        JOIN tip ON tip.id = s.id
+        WHERE tip.id <> tip.root_id
+        """
+    ).bindparams(*_CHAIN_PARAMS, *_PREVIEW_PARAMS)
+
 
 TIP_FIELDS = (
     "id",
@@ -129,8 +147,10 @@ _ROOTS_ONLY = {
 }
 
 
-@lru_cache(maxsize=16)
-def _page_statement(dialect: str, roots_only: bool, by_source: bool, excluding: bool) -> TextClause:
+@lru_cache(maxsize=64)
+def _page_statement(
+    layout: Layout, dialect: str, roots_only: bool, by_source: bool, excluding: bool
+) -> TextClause:
     """The page of listed sessions, newest start first, for one combination of filters.
 
     The page's ids are chosen first and only its rows get a preview and a
@@ -150,14 +170,14 @@ def _page_statement(dialect: str, roots_only: bool, by_source: bool, excluding: 
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     return text(
         f"""
-        SELECT {_LISTED_COLUMNS}
-        FROM (
+        SELECT {_listed_columns(layout)}
+        FROM {sessions_from(layout)}
+        JOIN (
             SELECT s.id FROM sessions s
             {where}
             ORDER BY s.started_at DESC
             LIMIT :p_limit OFFSET :p_offset
-        ) page
-        JOIN sessions s ON s.id = page.id
+        ) page ON page.id = s.id
         ORDER BY s.started_at DESC
         """
     ).bindparams(*params)
@@ -185,6 +205,7 @@ def _finished(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def page(
     connection: Connection,
+    layout: Layout,
     *,
     source: str | None,
     exclude_sources: Sequence[str],
@@ -194,7 +215,11 @@ def page(
 ) -> list[dict[str, Any]]:
     """One page of listed sessions (previews finished), before any projection."""
     statement = _page_statement(
-        connection.dialect.name, not include_children, source is not None, bool(exclude_sources)
+        layout,
+        connection.dialect.name,
+        not include_children,
+        source is not None,
+        bool(exclude_sources),
     )
     params: dict[str, Any] = {**_NEWLINES, "p_limit": limit, "p_offset": offset}
     if source is not None:
@@ -210,10 +235,12 @@ def tip_ids(connection: Connection, session_ids: Iterable[str]) -> dict[str, str
     return {root: tip for root, tip in connection.execute(_TIP_IDS, params)}
 
 
-def tip_rows(connection: Connection, root_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+def tip_rows(
+    connection: Connection, layout: Layout, root_ids: Iterable[str]
+) -> dict[str, dict[str, Any]]:
     """``{root id: the listed row of its tip}`` for the roots that have a continuation."""
     params = {**_NEWLINES, "p_roots": list(root_ids), "p_max_steps": MAX_CHAIN_STEPS}
-    rows = connection.execute(_TIP_ROWS, params).mappings()
+    rows = connection.execute(_tip_rows_statement(layout), params).mappings()
     return {row["lineage_root_id"]: _finished(row) for row in rows}
 
 

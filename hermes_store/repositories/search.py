@@ -14,10 +14,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from ..layout import STANDARD, WORD_INDEX, Layout
 from ..pg_query import tsquery_text
 from ..prepared import Prepared
 from .search_filters import filter_sql
 from .search_pg import word_statement
+from .shapes import searchable_messages
 
 CONTEXT_CHARS = 200
 
@@ -27,15 +29,13 @@ CONTEXT_CHARS = 200
 # accepts, so one statement serves both. It runs once per hit, so it is
 # Prepared: on SQLite that skips SQLAlchemy's per-call work, which cost more
 # than the three index lookups.
-_CONTEXT = Prepared(
-    text(
-        f"""
+_CONTEXT_SQL = f"""
     SELECT role, COALESCE(SUBSTR(content, 1, {CONTEXT_CHARS}), '') AS content FROM (
         SELECT * FROM (
             SELECT m.id, m.role, m.content, m.timestamp FROM messages m
             JOIN messages hit ON hit.id = :p_id
             WHERE m.session_id = :p_session AND m.timestamp <= hit.timestamp
-              AND (m.timestamp < hit.timestamp OR m.id < hit.id)
+              AND (m.timestamp < hit.timestamp OR m.id < hit.id){{visible}}
             ORDER BY m.timestamp DESC, m.id DESC LIMIT 1) AS earlier
         UNION ALL
         SELECT id, role, content, timestamp FROM messages WHERE id = :p_id
@@ -44,29 +44,41 @@ _CONTEXT = Prepared(
             SELECT m.id, m.role, m.content, m.timestamp FROM messages m
             JOIN messages hit ON hit.id = :p_id
             WHERE m.session_id = :p_session AND m.timestamp >= hit.timestamp
-              AND (m.timestamp > hit.timestamp OR m.id > hit.id)
+              AND (m.timestamp > hit.timestamp OR m.id > hit.id){{visible}}
             ORDER BY m.timestamp, m.id LIMIT 1) AS later
     ) AS neighbourhood
     ORDER BY timestamp, id
-    """
-    )
-)
+"""
 
-FTS_INDEX = "messages_fts"
-TRIGRAM_INDEX = "messages_fts_trigram"
+
+@lru_cache(maxsize=16)
+def _context_statement(visible: str) -> Prepared:
+    """The context statement; ``visible`` hides the agent's rewound rows where it has them."""
+    return Prepared(text(_CONTEXT_SQL.format(visible=visible)))
+
+
+FTS_INDEX = WORD_INDEX
 
 
 @lru_cache(maxsize=256)
 def _match_statement(
-    index: str | None, like_sql: str | None, sources: bool, excluded: bool, roles: bool
+    index: str | None,
+    like_sql: str | None,
+    sources: bool,
+    excluded: bool,
+    roles: bool,
+    visible: str = "",
 ) -> TextClause:
-    """One prebuilt statement per index and combination of filters.
+    """One prebuilt statement per index, combination of filters and row visibility.
 
     ``index`` names the FTS5 table to MATCH against; None means a substring
     scan of ``messages`` with the boolean ``like_sql`` (see cjk_query), whose
-    snippet is made in Python from the returned content.
+    snippet is made in Python from the returned content. ``visible`` is an
+    ``AND`` condition that hides rows the file's owner hides (the agent's
+    rewound messages).
     """
     filters, expanding = filter_sql(sources, excluded, roles)
+    filters += visible
     columns = """m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name,
                s.source, s.model, s.started_at AS session_started"""
     if index is not None:
@@ -87,12 +99,27 @@ def _match_statement(
 
 
 class SearchRepository:
-    """Runs the dialect's search statements; callers pass an already sanitized query."""
+    """Runs the dialect's search statements; callers pass an already sanitized query.
 
-    def __init__(self, connection: Connection) -> None:
+    On SQLite it uses the indexes the file has (see :mod:`hermes_store.layout`):
+    the word index in any of its shapes, the trigram index when there is one
+    this process can read, and substring scans otherwise.
+    """
+
+    def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
         self._c = connection
         self.postgresql = connection.dialect.name == "postgresql"
         """True on PostgreSQL: word queries are tsquery texts, no FTS5 trigram table."""
+        self._visible = "" if self.postgresql else searchable_messages(layout)
+        word, trigram = layout.word, layout.trigram
+        self.has_word_index = self.postgresql or (word is not None and word.usable)
+        """A word index answers MATCH here (else word queries become substring scans)."""
+        self.has_trigram = not self.postgresql and trigram is not None and trigram.usable
+        """An FTS5 trigram table answers substring queries of three or more characters."""
+        self.trigram_skips_tool_rows = self.has_trigram and bool(
+            trigram is not None and trigram.skips_tool_rows
+        )
+        """The trigram table leaves ``role = 'tool'`` rows out (the agent's v23+ layout)."""
 
     def word_query(self, items: list[str]) -> str:
         """Sanitized query items (fts_query.query_items) in this dialect's syntax.
@@ -126,7 +153,7 @@ class SearchRepository:
         """
         filtered = (bool(sources), bool(excluded_sources), bool(roles))
         if not self.postgresql:
-            statement = _match_statement(index, like_sql, *filtered)
+            statement = _match_statement(index, like_sql, *filtered, self._visible)
         elif index == FTS_INDEX:
             statement = word_statement(*filtered)
         elif index is None:
@@ -145,4 +172,6 @@ class SearchRepository:
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
-        return _CONTEXT.dicts(self._c, {"p_session": session_id, "p_id": message_id})
+        return _context_statement(self._visible).dicts(
+            self._c, {"p_session": session_id, "p_id": message_id}
+        )

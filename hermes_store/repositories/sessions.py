@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Integer, Text, bindparam, case, cast, delete, func, insert, select, text
+from sqlalchemy import (
+    Integer,
+    Text,
+    bindparam,
+    case,
+    cast,
+    column,
+    delete,
+    func,
+    insert,
+    table,
+    text,
+)
 from sqlalchemy import update as sql_update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
+from ..layout import STANDARD, Layout
 from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
 from . import listing as _listing
+from .agent_guards import refuse_broken_deletes
+from .shapes import session_columns, sessions_from, writable_sessions
 
 S = sessions_table
 M = messages_table
@@ -54,23 +74,8 @@ def _add_if_given(name: str) -> Any:
     return case((given.is_(None), S.c[name]), else_=func.coalesce(S.c[name], 0) + given)
 
 
-_INSERT = insert(S)
-# The old code's INSERT OR IGNORE, in the form both SQLite and PostgreSQL take: a second
-# create of an id changes nothing, even when two writers race (PostgreSQL's READ COMMITTED
-# lets both pass an existence check; the primary key then decides without an error).
-_ADD_IF_ABSENT = text(
-    """
-    INSERT INTO sessions (id, source, user_id, model, model_config, system_prompt,
-                          parent_session_id, started_at)
-    VALUES (:id, :source, :user_id, :model, :model_config, :system_prompt,
-            :parent_session_id, :started_at)
-    ON CONFLICT (id) DO NOTHING
-    """
-).bindparams(bindparam("started_at", type_=FLOAT))
 _SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_session_id")
-_GET = Prepared(select(S).where(S.c.id == _p("id")))
-_EXISTS = Prepared(select(S.c.id).where(S.c.id == _p("id")))
-# Only an open session is ended: the first end (time and reason) stays, as in the old code.
+_EXISTS = Prepared(text("SELECT id FROM sessions WHERE id = :p_id"))
 # The sessions an id prefix may name, two at most (two already means ambiguous). On SQLite
 # the ids starting with a prefix are the run of ids that sort right from it (BINARY
 # collation compares the UTF-8 bytes, NULs included), so the primary key index yields the
@@ -81,6 +86,7 @@ _PREFIX_CANDIDATES = {
     "sqlite": text("SELECT id FROM sessions WHERE id >= :p_prefix ORDER BY id LIMIT 2"),
     "postgresql": text("SELECT id FROM sessions WHERE starts_with(id, :p_prefix) LIMIT 2"),
 }
+# Only an open session is ended: the first end (time and reason) stays, as in the old code.
 _END = _by_id().where(S.c.ended_at.is_(None)).values(ended_at=_p("at"), end_reason=_p("reason"))
 _REOPEN = _by_id().values(ended_at=None, end_reason=None)
 _SET_PROMPT = _by_id().values(system_prompt=_p("prompt"))
@@ -113,10 +119,10 @@ _SET_USAGE = _by_id().values(
     actual_cost_usd=func.coalesce(_p("actual_cost_usd", FLOAT), S.c.actual_cost_usd),
     **_LABELS,
 )
-_TITLE_OWNER = select(S.c.id).where(S.c.title == _p("title"), S.c.id != _p("id"))
-_BY_TITLE = select(S).where(S.c.title == _p("title"))
-_TITLE_FAMILY = select(S.c.id, S.c.title, S.c.started_at).where(
-    (S.c.title == _p("base")) | S.c.title.like(_p("pattern"), escape="\\")
+_TITLE_OWNER = text("SELECT id FROM sessions WHERE title = :p_title AND id != :p_id")
+_TITLE_FAMILY = text(
+    "SELECT id, title, started_at FROM sessions "
+    "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
 )
 _ORPHAN_CHILDREN = (
     sql_update(S).where(S.c.parent_session_id == _p("id")).values(parent_session_id=None)
@@ -148,9 +154,8 @@ _DESCENDANTS = text(
     SELECT id, title, started_at, parent_session_id FROM descendants
     """
 )
-_RECENT = _sourced(
-    """
-    SELECT s.*,
+_RECENT = """
+    SELECT {columns},
         COALESCE(
             (SELECT SUBSTR(m.content, 1, 63)
              FROM messages m
@@ -162,12 +167,11 @@ _RECENT = _sourced(
             (SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id),
             s.started_at
         ) AS last_active
-    FROM sessions s
+    FROM {sessions}
     WHERE (:p_source IS NULL OR s.source = :p_source)
     ORDER BY s.started_at DESC
     LIMIT :p_limit OFFSET :p_offset
-    """
-)
+"""
 _TOKENS_BY_MODEL = text(
     """
     SELECT model,
@@ -190,24 +194,93 @@ _TOP_BY_TOKENS = text(
     LIMIT :p_limit
     """
 )
-_LIST = _sourced(
-    """
-    SELECT * FROM sessions
-    WHERE (:p_source IS NULL OR source = :p_source)
-    ORDER BY started_at DESC
+_LIST = """
+    SELECT {columns} FROM {sessions}
+    WHERE (:p_source IS NULL OR s.source = :p_source)
+    ORDER BY s.started_at DESC
     LIMIT :p_limit OFFSET :p_offset
+"""
+# Every session newest first like the listing, without a page.
+_ALL = """
+    SELECT {columns} FROM {sessions}
+    WHERE (:p_source IS NULL OR s.source = :p_source)
+    ORDER BY s.started_at DESC
+"""
+_GET = "SELECT {columns} FROM {sessions} WHERE s.id = :p_id"
+_BY_TITLE = "SELECT {columns} FROM {sessions} WHERE s.title = :p_title"
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """The statements that return whole session records, shaped for one file layout."""
+
+    get: Prepared
+    by_title: Any
+    recent: Any
+    list: Any
+    all: Prepared
+    insert: Any
+    insert_if_absent: dict[str, Any]
+    """By dialect: the INSERT with ``ON CONFLICT (id) DO NOTHING`` (same SQL on both)."""
+    system_prompts: bool
+    """Prompts are kept in ``system_prompts`` by hash (the agent's v25 files)."""
+
+
+def _insert_if_absent(writable: Any) -> dict[str, Any]:
+    """The old code's INSERT OR IGNORE as both backends take it.
+
+    A second create of an id changes nothing, even when two writers race:
+    PostgreSQL's READ COMMITTED lets both pass an existence check, and the
+    primary key then decides without an error.
     """
-)
-# Every session newest first like the listing, without a page (LIMIT -1 is SQLite's).
-_ALL = Prepared(
-    _sourced(
-        """
-        SELECT * FROM sessions
-        WHERE (:p_source IS NULL OR source = :p_source)
-        ORDER BY started_at DESC
-        """
+    return {
+        "sqlite": sqlite_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
+        "postgresql": pg_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
+    }
+
+
+@lru_cache(maxsize=16)
+def _reads_for(layout: Layout) -> _Reads:
+    shape = {"columns": session_columns(layout), "sessions": sessions_from(layout)}
+    writable = writable_sessions(layout)
+    if layout.system_prompts:  # a new clause: the cached one is shared
+        writable = table(
+            "sessions",
+            *(column(c.name, c.type) for c in writable.c),
+            column("system_prompt_hash", Text()),
+        )
+    return _Reads(
+        get=Prepared(text(_GET.format(**shape))),
+        by_title=text(_BY_TITLE.format(**shape)),
+        recent=_sourced(_RECENT.format(**shape)),
+        list=_sourced(_LIST.format(**shape)),
+        all=Prepared(_sourced(_ALL.format(**shape))),
+        insert=insert(writable),
+        insert_if_absent=_insert_if_absent(writable),
+        system_prompts=layout.system_prompts,
     )
+
+
+_STANDARD_READS = _reads_for(STANDARD)
+
+# The agent's v25 keeps each distinct system prompt once, keyed by its SHA-256.
+_STORE_PROMPT = text(
+    "INSERT OR IGNORE INTO system_prompts (hash, prompt) VALUES (:p_hash, :p_prompt)"
 )
+_SET_PROMPT_HASH = text(
+    "UPDATE sessions SET system_prompt_hash = :p_hash, system_prompt = NULL WHERE id = :p_id"
+)
+_DROP_UNUSED_PROMPTS = text(
+    "DELETE FROM system_prompts WHERE NOT EXISTS "
+    "(SELECT 1 FROM sessions WHERE sessions.system_prompt_hash = system_prompts.hash)"
+)
+
+
+def prompt_hash(prompt: str) -> str:
+    """The key the agent's v25 stores a system prompt under: SHA-256 of its UTF-8, in hex."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
 _COUNT = _sourced("SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)")
 
 # Prune: ended sessions started before the cutoff, optionally of one source.
@@ -226,15 +299,24 @@ _PRUNE_SESSIONS = _sourced(f"DELETE FROM sessions WHERE {_PRUNABLE}")
 
 
 class SessionRepository:
-    """The ``sessions`` table as a collection of session records (plain dicts)."""
+    """The ``sessions`` table as a collection of session records (plain dicts).
 
-    def __init__(self, connection: Connection) -> None:
+    Records carry the documented columns on every file; on the agent's v25
+    files a session's ``system_prompt`` is read from and written to
+    ``system_prompts``, as the agent's code keeps it.
+    """
+
+    def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
         self._c = connection
+        self._layout = layout
+        self._r = _STANDARD_READS if layout is STANDARD else _reads_for(layout)
 
     # -- lifecycle -------------------------------------------------------
     def add(self, **values: Any) -> None:
         """Insert a session row; an id already taken is an IntegrityError (imports, copies)."""
-        self._c.execute(_INSERT, values)
+        if self._r.system_prompts:
+            values = {**values, **self._prompt_by_hash(values.get("system_prompt"))}
+        self._c.execute(self._r.insert, values)
 
     def add_if_absent(self, session_id: str, source: str, started_at: float, **fields: Any) -> bool:
         """Insert a session unless its id is taken; True if this call created it.
@@ -247,12 +329,18 @@ class SessionRepository:
         unknown = fields.keys() - set(_SESSION_FIELDS)
         if unknown:
             raise TypeError(f"add_if_absent got unknown fields: {', '.join(sorted(unknown))}")
-        values = {name: fields.get(name) for name in _SESSION_FIELDS}
+        values: dict[str, Any] = {name: fields.get(name) for name in _SESSION_FIELDS}
         values.update(id=session_id, source=source, started_at=started_at)
-        return self._changed(_ADD_IF_ABSENT, values)
+        if self._r.system_prompts:
+            values.update(self._prompt_by_hash(values["system_prompt"]))
+        statement = self._r.insert_if_absent[self._c.dialect.name]
+        created = self._changed(statement, values)
+        if not created and self._r.system_prompts:
+            self._c.execute(_DROP_UNUSED_PROMPTS)  # the prompt stored for a row not written
+        return created
 
     def get(self, session_id: str) -> dict[str, Any] | None:
-        return _GET.first(self._c, {"p_id": session_id})
+        return self._r.get.first(self._c, {"p_id": session_id})
 
     def exists(self, session_id: str) -> bool:
         return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
@@ -289,23 +377,45 @@ class SessionRepository:
         return self._changed(_REOPEN, {"p_id": session_id})
 
     def set_system_prompt(self, session_id: str, prompt: str | None) -> bool:
-        return self._changed(_SET_PROMPT, {"p_id": session_id, "p_prompt": prompt})
+        if not self._r.system_prompts:
+            return self._changed(_SET_PROMPT, {"p_id": session_id, "p_prompt": prompt})
+        stored = self._prompt_by_hash(prompt)
+        changed = self._changed(
+            _SET_PROMPT_HASH, {"p_id": session_id, "p_hash": stored["system_prompt_hash"]}
+        )
+        self._c.execute(_DROP_UNUSED_PROMPTS)
+        return changed
 
     def delete(self, session_id: str) -> bool:
         """Delete a session and its messages; its children become roots, not casualties."""
+        refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(_ORPHAN_CHILDREN, {"p_id": session_id})
         self._c.execute(_DELETE_MESSAGES, {"p_id": session_id})
-        return self._changed(_DELETE, {"p_id": session_id})
+        deleted = self._changed(_DELETE, {"p_id": session_id})
+        if deleted and self._r.system_prompts:
+            self._c.execute(_DROP_UNUSED_PROMPTS)
+        return deleted
 
     def prune(self, cutoff: float, source: str | None) -> list[str]:
         """Delete ended sessions started before ``cutoff``; returns the ids removed."""
         params = {"p_cutoff": cutoff, "p_source": source}
         doomed = list(self._c.execute(_PRUNE_IDS, params).scalars())
         if doomed:
+            refuse_broken_deletes(self._c, self._layout, doomed)
             self._c.execute(_PRUNE_ORPHAN, params)
             self._c.execute(_PRUNE_MESSAGES, params)
             self._c.execute(_PRUNE_SESSIONS, params)
+            if self._r.system_prompts:
+                self._c.execute(_DROP_UNUSED_PROMPTS)
         return doomed
+
+    def _prompt_by_hash(self, prompt: str | None) -> dict[str, Any]:
+        """Keep ``prompt`` in ``system_prompts``; the row then holds its hash, not the text."""
+        if prompt is None:
+            return {"system_prompt": None, "system_prompt_hash": None}
+        key = prompt_hash(prompt)
+        self._c.execute(_STORE_PROMPT, {"p_hash": key, "p_prompt": prompt})
+        return {"system_prompt": None, "system_prompt_hash": key}
 
     # -- counters --------------------------------------------------------
     def bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
@@ -339,7 +449,7 @@ class SessionRepository:
         return self._c.execute(_TITLE_OWNER, {"p_title": title, "p_id": excluding}).scalar()
 
     def get_by_title(self, title: str) -> dict[str, Any] | None:
-        row = self._c.execute(_BY_TITLE, {"p_title": title}).mappings().first()
+        row = self._c.execute(self._r.by_title, {"p_title": title}).mappings().first()
         return dict(row) if row is not None else None
 
     def title_family(self, base: str) -> list[dict[str, Any]]:
@@ -360,7 +470,7 @@ class SessionRepository:
     def recent(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         """Newest sessions first, with the first user message's 63-character preview."""
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
-        return self._rows(_RECENT, params)
+        return self._rows(self._r.recent, params)
 
     def listing(
         self,
@@ -383,6 +493,7 @@ class SessionRepository:
         """
         rows = _listing.page(
             self._c,
+            self._layout,
             source=source,
             exclude_sources=exclude_sources,
             limit=limit,
@@ -392,7 +503,7 @@ class SessionRepository:
         roots = _listing.compression_roots(rows)
         if not project_compression_tips or include_children or not roots:
             return rows
-        return _listing.project(rows, _listing.tip_rows(self._c, roots))
+        return _listing.project(rows, _listing.tip_rows(self._c, self._layout, roots))
 
     def compression_tip(self, session_id: str) -> str:
         """The newest compression continuation of ``session_id``, else ``session_id`` itself.
@@ -405,11 +516,11 @@ class SessionRepository:
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         """One page of sessions, newest first (``all`` gives every one, unpaged)."""
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
-        return self._rows(_LIST, params)
+        return self._rows(self._r.list, params)
 
     def all(self, source: str | None) -> list[dict[str, Any]]:
         """Every session (of one source, or all), newest first, unpaged: for exports."""
-        return _ALL.dicts(self._c, {"p_source": source})
+        return self._r.all.dicts(self._c, {"p_source": source})
 
     def count(self, source: str | None = None) -> int:
         return int(self._c.execute(_COUNT, {"p_source": source}).scalar_one())

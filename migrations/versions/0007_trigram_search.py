@@ -1,12 +1,19 @@
-"""Schema version 7: a trigram FTS5 index over ``messages.content`` for CJK search.
+"""Our addition (schema_version stays 6): a trigram FTS5 index over ``messages.content``.
 
 FTS5's default unicode61 tokenizer treats a run of Chinese, Japanese or
 Korean characters (with any Latin letters glued to it) as one token, so a
 word inside running CJK text cannot be found. A second external-content
 index with the ``trigram`` tokenizer matches any substring of three or more
 characters. It has its own three triggers and is back-filled here from the
-existing rows. The old ``sqlite3`` code ignores tables it does not know, and
-checks ``schema_version < N`` only, so it keeps reading a version 7 file.
+existing rows. The old ``sqlite3`` code ignores tables it does not know.
+
+``schema_version`` is left at 6: the agent's own store numbers its versions
+after 6 with meanings of its own (its 7 adds ``messages.reasoning_content``),
+and a file stamped 7 here would make its code skip that step. Releases of
+hermes_store before 0008 did stamp 7; revision 0008 takes that back. The
+agent's version 10 keeps this table (it only creates a trigram table that is
+missing), its version 11 replaces it with its own inline one, and its
+version 23+ keeps it until its storage optimisation is run.
 
 On PostgreSQL the same revision enables ``pg_trgm`` and builds a trigram GIN
 index on ``messages.content``, which serves ``content ILIKE '%term%'`` for
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from hermes_store.migration_ops import is_sqlite, set_schema_version
+from hermes_store.migration_ops import is_sqlite
 
 revision = "0007"
 down_revision = "0006"
@@ -76,7 +83,6 @@ def upgrade() -> None:
     else:
         op.execute(PG_EXTENSION)
         op.execute(PG_INDEX)
-    set_schema_version(7)
 
 
 def downgrade() -> None:
@@ -86,4 +92,3 @@ def downgrade() -> None:
         op.execute("DROP TABLE IF EXISTS messages_fts_trigram")
     else:
         op.execute("DROP INDEX IF EXISTS idx_messages_content_trgm")
-    set_schema_version(6)

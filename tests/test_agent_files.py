@@ -1,0 +1,346 @@
+"""state.db files of the Hermes agent's own schema versions 7..25, shared both ways.
+
+Files are built by ``tests/upstream_schema.py`` exactly as the agent's code
+at each version leaves them (checked against the real code outside the
+repository), and the agent's open, writes and search are replayed by the
+same module. Each test runs the store and the agent's code on one real file,
+in turn, and checks what either side must find: every message of both,
+exact counters, each side's search finding the other side's messages (words
+and Chinese), the file's FTS indexes whole (``integrity-check`` with
+``rank = 1``), its ``schema_version`` never lowered and nothing of ours
+(no Alembic table, no revision) written into it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_store import ReadOnlyStoreError, SchemaError, SessionBusyError, SessionDB, Store
+from hermes_store.schema_state import Ladder
+from tests.upstream_schema import (
+    CJK_STALE_KEY,
+    CJK_TRIGGER_NAMES,
+    SAMPLE_SEARCHES,
+    UPSTREAM_VERSIONS,
+    build_upstream_db,
+    counter_mismatches,
+    fts_problems,
+    upstream_append_message,
+    upstream_create_session,
+    upstream_get_messages,
+    upstream_open,
+    upstream_search,
+)
+
+pytestmark = pytest.mark.sqlite_only("files of the Hermes agent's own SQLite schema versions")
+
+OUR_WORDS = "zeppelin hangar inspection on tuesday"
+OUR_CHINESE = "我们讨论了服务端的部署计划"  # "服务端" is also in the agent's sample
+
+
+def _raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path)
+
+
+def _state(path: Path) -> tuple[int, bool]:
+    """(schema_version, whether an alembic_version table exists)."""
+    with _raw(path) as raw:
+        (version,) = raw.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        has_alembic = bool(
+            raw.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+            ).fetchone()
+        )
+    return int(version), has_alembic
+
+
+def _message_ids(path: Path, session_id: str) -> list[int]:
+    with _raw(path) as raw:
+        return [
+            row[0]
+            for row in raw.execute(
+                "SELECT id FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
+            )
+        ]
+
+
+def _assert_sound(path: Path) -> None:
+    assert fts_problems(path) == []
+    assert counter_mismatches(path) == []
+
+
+def _our_turn(db: SessionDB, session_id: str) -> list[int]:
+    """What the store writes in these tests: a session with English and Chinese messages."""
+    db.create_session(session_id, "cli", model="m1", system_prompt="You are the store.")
+    first = db.append_message(session_id, "user", OUR_WORDS)
+    rest = db.append_messages(
+        session_id,
+        [
+            {"role": "assistant", "content": OUR_CHINESE, "finish_reason": "stop"},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "function": {"name": "terminal", "arguments": "{}"}}],
+            },
+        ],
+    )
+    db.update_token_counts(session_id, input_tokens=10, output_tokens=5, estimated_cost_usd=0.5)
+    return [first, *rest]
+
+
+# ---------------------------------------------------------------------------
+# a file the agent created, then the store
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_the_store_reads_a_file_the_agent_made(tmp_path: Path, version: int) -> None:
+    path = build_upstream_db(tmp_path / "state.db", version)
+    before = _state(path)
+    with SessionDB(path) as db:
+        assert db.store.ladder is Ladder.AGENT
+        root = db.get_session("up_root")
+        assert root is not None
+        assert root["system_prompt"] == "You are Hermes."  # v25 keeps it in system_prompts
+        assert root["end_reason"] == "compression"
+        assert (root["input_tokens"], root["output_tokens"]) == (1200, 340)
+        messages = db.get_messages("up_root")
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+        assert messages[1]["tool_calls"][0]["function"]["name"] == "terminal"
+        for query, sessions in SAMPLE_SEARCHES.items():
+            found = {hit["session_id"] for hit in db.search_messages(query)}
+            assert found == sessions, query
+        assert db.get_ancestors("up_child")[-1]["id"] == "up_root"
+        listed = {row["id"] for row in db.list_sessions_rich(limit=10)}
+        assert {"up_root", "up_child", "up_other"} <= listed | {"up_child"}
+    assert _state(path) == before  # never migrated, no Alembic table
+    _assert_sound(path)
+
+
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_the_store_writes_a_file_the_agent_made_and_the_agent_reads_it(
+    tmp_path: Path, version: int
+) -> None:
+    path = build_upstream_db(tmp_path / "state.db", version)
+    before = _state(path)
+    with SessionDB(path) as db:
+        ours = _our_turn(db, "ours")
+        db.append_message("up_other", "assistant", "more marmalade, from the store")
+        db.set_session_title("ours", "Zeppelin checks")
+        db.end_session("ours", "user_exit")
+        assert db.get_session("ours")["system_prompt"] == "You are the store."
+        assert {h["session_id"] for h in db.search_messages("zeppelin")} == {"ours"}
+        assert {h["session_id"] for h in db.search_messages("服务端")} == {"ours", "up_child"}
+    assert _state(path) == before
+    _assert_sound(path)
+
+    # The agent, reading the same file, sees and finds what the store wrote.
+    assert [m["id"] for m in upstream_get_messages(path, version, "ours")] == ours
+    assert set(upstream_search(path, version, "zeppelin")) == {ours[0]}
+    assert ours[1] in upstream_search(path, version, "服务端")
+    # ... and keeps writing it, then the store reads the agent's new rows.
+    upstream_open(path, version)
+    added = upstream_append_message(path, version, "up_other", "user", "quokka sighting")
+    with SessionDB(path) as db:
+        # (the agent's replayed clock is older than ours: compare ids, not order)
+        assert added in {m["id"] for m in db.get_messages("up_other")}
+        assert [h["id"] for h in db.search_messages("quokka")] == [added]
+        assert db.get_session("up_other")["message_count"] == 3
+    assert _state(path) == before
+    _assert_sound(path)
+
+
+@pytest.mark.parametrize("version", [v for v in UPSTREAM_VERSIONS if v != 10])
+def test_deletes_on_a_file_the_agent_made(tmp_path: Path, version: int) -> None:
+    path = build_upstream_db(tmp_path / "state.db", version)
+    with SessionDB(path) as db:
+        _our_turn(db, "ours")
+        db.clear_messages("up_other")
+        assert db.delete_session("ours") is True
+        assert db.delete_session("up_child") is True
+        assert db.get_session("up_root")["message_count"] == 3
+        assert db.search_messages("服务端") == []
+    _assert_sound(path)
+    if version == 25:  # the prompts of deleted sessions do not linger
+        with _raw(path) as raw:
+            prompts = [row[0] for row in raw.execute("SELECT prompt FROM system_prompts")]
+        assert prompts == ["You are Hermes."]
+
+
+def test_a_delete_the_agents_v10_triggers_cannot_run_is_refused_up_front(tmp_path: Path) -> None:
+    """v10's inline indexes reject the 'delete' command its own triggers send."""
+    path = build_upstream_db(tmp_path / "state.db", 10)
+    with _raw(path) as raw:
+        before = raw.execute("SELECT COUNT(*) FROM messages").fetchone()
+    with SessionDB(path) as db:
+        for call in (
+            lambda: db.delete_session("up_root"),
+            lambda: db.clear_messages("up_root"),
+        ):
+            with pytest.raises(SchemaError, match="version 10.*11 or later.*Nothing was deleted"):
+                call()
+        db.create_session("empty", "cli")
+        assert db.delete_session("empty") is True  # no message, no trigger: fine
+    with _raw(path) as raw:
+        assert raw.execute("SELECT COUNT(*) FROM messages").fetchone() == before
+    upstream_open(path, 11)  # the agent's v11 rebuilds the indexes ...
+    with SessionDB(path) as db:
+        assert db.delete_session("up_root") is True  # ... and deletes work again
+    _assert_sound(path)
+
+
+# ---------------------------------------------------------------------------
+# a file the store made, then the agent, then the store again
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_a_store_file_survives_the_agents_code_both_ways(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        ours = _our_turn(db, "ours")
+    assert _state(path) == (6, True)
+
+    upstream_open(path, version)  # the agent's own steps run on the file
+    upstream_create_session(path, version, "theirs", "telegram", system_prompt="Agent prompt")
+    theirs = upstream_append_message(path, version, "theirs", "user", "platypus 服务端 notes")
+    assert [m["id"] for m in upstream_get_messages(path, version, "ours")] == ours
+    assert set(upstream_search(path, version, "zeppelin")) == {ours[0]}
+    _assert_sound(path)
+    after_agent = _state(path)
+    assert after_agent == (version, True)
+
+    with SessionDB(path) as db:
+        assert db.store.ladder is Ladder.AGENT
+        assert [m["id"] for m in db.get_messages("ours")] == ours
+        assert db.get_session("theirs")["system_prompt"] == "Agent prompt"
+        assert [h["id"] for h in db.search_messages("platypus")] == [theirs]
+        assert {h["id"] for h in db.search_messages("服务端")} == {ours[1], theirs}
+        later = db.append_message("theirs", "assistant", "wombat reply")
+    assert _state(path) == after_agent  # not migrated back, not lowered
+
+    upstream_open(path, version)
+    assert later in upstream_search(path, version, "wombat")
+    assert [m["id"] for m in upstream_get_messages(path, version, "theirs")] == [theirs, later]
+    _assert_sound(path)
+
+
+def test_a_file_the_store_stamped_7_is_mended_for_the_agents_v8(tmp_path: Path) -> None:
+    """An older hermes_store wrote schema_version 7; the agent's v8 then skipped its step 7."""
+    from tests.upstream_schema import build_store_db
+
+    path = build_store_db(tmp_path / "state.db", schema_version=7, alembic_revision="0007")
+    upstream_open(path, 8)  # takes the 7 as its own: reasoning_content never added
+    with _raw(path) as raw:
+        columns = {row[1] for row in raw.execute("PRAGMA table_info(messages)")}
+    assert "reasoning_content" not in columns
+    with pytest.raises(sqlite3.OperationalError, match="reasoning_content"):
+        upstream_append_message(path, 8, "sess_root", "user", "fails before the mend")
+
+    SessionDB(path).close()  # the store adds the column the agent's code expects
+
+    assert _state(path) == (8, True)
+    added = upstream_append_message(path, 8, "sess_root", "user", "works after the mend")
+    with SessionDB(path) as db:
+        assert db.get_messages("sess_root")[-1]["id"] == added
+    _assert_sound(path)
+
+
+def test_a_file_the_store_stamped_7_goes_back_to_6_before_the_agent_sees_it(
+    tmp_path: Path,
+) -> None:
+    from tests.upstream_schema import build_store_db
+
+    path = build_store_db(tmp_path / "state.db", schema_version=7, alembic_revision="0007")
+    SessionDB(path).close()
+    with _raw(path) as raw:
+        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
+    assert _state(path) == (6, True)
+    upstream_open(path, 7)  # now runs its own step 7
+    upstream_append_message(path, 7, "sess_root", "assistant", "with reasoning_content")
+    assert _state(path) == (7, True)
+    _assert_sound(path)
+
+
+# ---------------------------------------------------------------------------
+# the agent's v25 specifics
+# ---------------------------------------------------------------------------
+def test_cjk_index_this_process_cannot_load_degrades_as_the_agent_does(tmp_path: Path) -> None:
+    """A cjk_unicode61 index made on another host: its triggers would fail every write here."""
+    path = build_upstream_db(tmp_path / "state.db", 25, seed=False, cjk_index=True)
+    with SessionDB(path, read_only=True) as reader:
+        assert reader.store.layout.cjk is not None and not reader.store.layout.cjk.usable
+    with SessionDB(path) as db:  # opening changes nothing yet
+        with _raw(path) as raw:
+            triggers = {
+                row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
+            }
+        assert set(CJK_TRIGGER_NAMES) <= triggers
+        ours = _our_turn(db, "ours")  # the first write drops them, stale mark first
+        assert [m["id"] for m in db.get_messages("ours")] == ours
+        assert {h["id"] for h in db.search_messages("服务端")} == {ours[1]}
+    with _raw(path) as raw:
+        triggers = {
+            row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
+        }
+        stale = raw.execute("SELECT value FROM state_meta WHERE key = ?", (CJK_STALE_KEY,))
+        assert stale.fetchall() == [("1",)]
+    assert not set(CJK_TRIGGER_NAMES) & triggers
+    _assert_sound(path)
+
+
+def test_a_session_under_the_agents_compression_lock_takes_no_append(tmp_path: Path) -> None:
+    import time
+
+    path = build_upstream_db(tmp_path / "state.db", 25)
+    with _raw(path) as raw:
+        raw.execute(
+            "INSERT INTO compression_locks (session_id, holder, acquired_at, expires_at) "
+            "VALUES ('up_other', 'pid=4242', ?, ?)",
+            (time.time(), time.time() + 300),
+        )
+    with SessionDB(path) as db:
+        count = db.get_session("up_other")["message_count"]
+        with pytest.raises(SessionBusyError, match="up_other.*pid=4242"):
+            db.append_message("up_other", "user", "lost in the rewrite")
+        with pytest.raises(SessionBusyError):
+            db.append_messages("up_other", [{"role": "user", "content": "a"}] * 2)
+        assert db.get_session("up_other")["message_count"] == count
+        db.append_message("up_child", "user", "another session is fine")
+    _assert_sound(path)
+
+
+def test_v25_live_rows_only_as_the_agent_shows_them(tmp_path: Path) -> None:
+    """Rewound rows (active = 0) are not part of the conversation, nor found by search."""
+    path = build_upstream_db(tmp_path / "state.db", 25)
+    with _raw(path) as raw:
+        raw.execute("UPDATE messages SET active = 0 WHERE session_id = 'up_other'")
+    with SessionDB(path) as db:
+        assert db.get_messages("up_other") == []
+        assert db.search_messages("marmalade") == []
+        added = db.append_message("up_other", "user", "marmalade again")
+        assert [m["id"] for m in db.get_messages("up_other")] == [added]
+    with _raw(path) as raw:
+        assert raw.execute("SELECT active FROM messages WHERE id = ?", (added,)).fetchone() == (1,)
+
+
+# ---------------------------------------------------------------------------
+# reading without writing
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_read_only_store_on_an_agent_file(tmp_path: Path, version: int) -> None:
+    path = build_upstream_db(tmp_path / "state.db", version)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with SessionDB(path, read_only=True) as db:
+        assert {h["session_id"] for h in db.search_messages("docker")} == {"up_root"}
+        assert len(db.get_messages("up_root")) == 3
+        with pytest.raises(ReadOnlyStoreError):
+            db.append_message("up_root", "user", "refused")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in files} == files
+
+
+def _read_everything(store: Store) -> dict[str, Any]:
+    db = SessionDB(store=store)
+    return {
+        "sessions": db.list_sessions_rich(limit=50),
+        "messages": {s["id"]: db.get_messages(s["id"]) for s in db.search_sessions(limit=50)},
+    }
