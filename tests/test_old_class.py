@@ -9,7 +9,10 @@ SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +20,15 @@ import pytest
 from hermes_store import InvalidInputError, SessionDB, SessionExistsError
 
 from .test_facade import raw_message_count, raw_rows, raw_session
+from .upstream_schema import (
+    UPSTREAM_VERSIONS,
+    build_upstream_db,
+    counter_mismatches,
+    fts_problems,
+    upstream_append_message,
+    upstream_get_messages,
+    upstream_open,
+)
 
 
 # ----------------------------------------------------------------------
@@ -644,3 +656,47 @@ def test_search_with_an_empty_source_filter_finds_nothing(db: SessionDB) -> None
     assert [h["id"] for h in db.search_messages("findable", exclude_sources=[])] == [message_id]
     assert [h["id"] for h in db.search_messages("findable", role_filter=[])] == [message_id]
     assert [h["id"] for h in db.search_messages("findable", source_filter=None)] == [message_id]
+
+
+# ----------------------------------------------------------------------
+# the same behaviour on files of the Hermes agent's own schema versions 7..25
+# ----------------------------------------------------------------------
+@pytest.mark.sqlite_only("files of the Hermes agent's own SQLite schema versions")
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_the_old_class_behaviour_on_a_file_the_agent_made(tmp_path: Path, version: int) -> None:
+    path = build_upstream_db(tmp_path / "state.db", version)
+    with closing(sqlite3.connect(path)) as raw:
+        (schema_version,) = raw.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    with SessionDB(path) as db:
+        root_before = raw_session(path, "up_root")
+        assert db.create_session("up_root", "telegram", model="other") == "up_root"
+        db.ensure_session("up_root", source="telegram")
+        db.end_session("up_root", "user_exit")
+        assert raw_session(path, "up_root") == root_before  # first write, first end win
+        db.ensure_session("lost", model="m")
+        assert db.get_session("lost")["source"] == "unknown"
+        assert db.set_session_title("ghost", "Nobody") is False
+        assert db.resolve_session_id("up_r") == "up_root"
+        assert db.resolve_session_id("up_") is None
+        db.end_session("up_other", "compression")
+        db.create_session(
+            "tip", "cli", system_prompt="the tip's prompt", parent_session_id="up_other"
+        )
+        db.append_message("tip", "user", "carried on\nafter compression")
+        assert db.get_compression_tip("up_other") == "tip"
+        listed = {row["id"]: row for row in db.list_sessions_rich()}
+        assert set(listed) == {"tip", "up_root", "lost"}
+        assert listed["tip"]["_lineage_root_id"] == "up_other"
+        assert listed["tip"]["system_prompt"] == "the tip's prompt"  # v25: from system_prompts
+        assert listed["tip"]["preview"] == "carried on after compression"
+        assert listed["up_root"]["system_prompt"] == "You are Hermes."
+    with closing(sqlite3.connect(path)) as raw:
+        assert raw.execute("SELECT MAX(version) FROM schema_version").fetchone() == (
+            schema_version,
+        )
+    assert fts_problems(path) == [] and counter_mismatches(path) == []
+    # the agent's own code goes on writing the sessions the store made
+    upstream_open(path, version)
+    added = upstream_append_message(path, version, "lost", "user", "found again")
+    assert [m["id"] for m in upstream_get_messages(path, version, "lost")] == [added]
+    assert counter_mismatches(path) == []
