@@ -45,6 +45,7 @@ from .errors import InvalidInputError, SessionNotFoundError, StoreError
 from .facade import JSON_MESSAGE_FIELDS, SECONDS_PER_DAY, SessionDB
 from .location import resolve_url, sqlite_file, sqlite_url
 from .models import messages_table, sessions_table
+from .schema_state import Ladder, ladder_of
 from .store import Store
 from .uow import UnitOfWork
 from .validation import int_arg, number_arg, text_arg
@@ -136,8 +137,14 @@ def _target(db: Path | None, url: str | None, patience: float | None) -> Target:
     return Target(resolved, patience)
 
 
-def _open(target: Target, *, create: bool = False, migrate: bool = True) -> Store:
-    """The store at ``target``; a missing file is an error unless ``create``."""
+def _open(
+    target: Target, *, create: bool = False, migrate: bool = True, read_only: bool = False
+) -> Store:
+    """The store at ``target``; a missing file is an error unless ``create``.
+
+    ``read_only``: the reading commands open the file as it is -- never
+    created, migrated, adopted or tightened -- and take no write lock.
+    """
     if not create and not target.exists():
         raise CliError(
             f"no database at {target.describe()} "
@@ -145,7 +152,7 @@ def _open(target: Target, *, create: bool = False, migrate: bool = True) -> Stor
         )
     policy = ContentionPolicy(patience_s=target.patience) if target.patience is not None else None
     try:
-        return Store(target.url, policy=policy, migrate=migrate)
+        return Store(target.url, policy=policy, migrate=migrate, read_only=read_only)
     except ModuleNotFoundError as error:
         if (error.name or "").startswith("hermes_store"):
             raise  # our own packaging problem, not the user's: keep the traceback
@@ -153,9 +160,18 @@ def _open(target: Target, *, create: bool = False, migrate: bool = True) -> Stor
 
 
 @contextmanager
-def _session_db(target: Target, *, create: bool = False) -> Iterator[SessionDB]:
-    with _open(target, create=create) as store:
+def _session_db(
+    target: Target, *, create: bool = False, read_only: bool = False
+) -> Iterator[SessionDB]:
+    with _open(target, create=create, read_only=read_only) as store:
         yield SessionDB(store=store)
+
+
+@contextmanager
+def _reader(target: Target) -> Iterator[SessionDB]:
+    """A SessionDB for a command that only reads: the file is opened read-only."""
+    with _session_db(target, read_only=True) as sdb:
+        yield sdb
 
 
 def _state(store: Store) -> tuple[int | None, str | None]:
@@ -180,7 +196,14 @@ def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption
         upgrade_to_head(store.engine)
         after = _state(store)
     now = f"schema version {after[0]}, revision {after[1]}"
-    if not existed or before == (None, None):  # a new file, or an empty server database
+    if ladder_of(*after) is Ladder.AGENT:
+        out.print(
+            Text(
+                f"{target.describe()}: at the Hermes agent's own schema version {after[0]}; "
+                "hermes_store uses it as it is and never migrates it (nothing changed)"
+            )
+        )
+    elif not existed or before == (None, None):  # a new file, or an empty server database
         out.print(Text(f"created {target.describe()}: {now}"))
     elif before == after:
         out.print(Text(f"{target.describe()}: already at head ({now})"))
@@ -200,27 +223,38 @@ def current(
     from .migrate import HEAD_REVISION
 
     target = _target(db, url, patience)
-    with _open(target, migrate=False) as store:
+    with _open(target, read_only=True) as store:
         version, revision = _state(store)
+        agent = store.ladder is Ladder.AGENT
+        layout = store.layout.describe()
     if as_json:
         render.write_json(
             {
                 "schema_version": version,
                 "alembic_revision": revision,
                 "head_revision": HEAD_REVISION,
-                "at_head": revision == HEAD_REVISION,
+                "at_head": revision == HEAD_REVISION and not agent,
+                "ladder": "agent" if agent else "hermes_store",
+                "layout": layout,
             }
         )
         return
     out.print(Text(f"schema version:   {version if version is not None else 'none'}"))
     line = Text(f"alembic revision: {revision or 'none'}")
-    if revision == HEAD_REVISION:
+    if agent:
+        line.append(
+            " (the file is at the Hermes agent's own schema version: used as it is, "
+            "never migrated by hermes_store)",
+            "cyan",
+        )
+    elif revision == HEAD_REVISION:
         line.append(" (head)", style="green")
     elif revision is None:
         line.append(" (not managed by Alembic yet; 'hermes-store upgrade' adopts it)", "yellow")
     else:
         line.append(f" (head is {HEAD_REVISION}; run 'hermes-store upgrade')", style="yellow")
     out.print(line)
+    out.print(Text(f"layout:           {layout}"))
 
 
 # ----------------------------------------------------------------------
@@ -256,7 +290,7 @@ def sessions(
     as_json: JsonOption = False,
 ) -> None:
     """Recent conversations, newest first, with a preview of the first user message."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    with _reader(_target(db, url, patience)) as sdb:
         rows = sdb.list_sessions_rich(
             source=source,
             exclude_sources=exclude_source,
@@ -282,7 +316,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """A session and all its messages."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    with _reader(_target(db, url, patience)) as sdb:
         exported = sdb.export_session(session_id)
     if exported is None:
         raise SessionNotFoundError(session_id)
@@ -301,7 +335,7 @@ def lineage(
     as_json: JsonOption = False,
 ) -> None:
     """The sessions a session was split from, and those split off it, as a tree."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    with _reader(_target(db, url, patience)) as sdb:
         ancestors = sdb.get_ancestors(session_id)
         descendants = sdb.get_descendants(session_id) if ancestors else []
     if not ancestors:
@@ -338,7 +372,7 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Full-text search across every session's messages, best match first."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    with _reader(_target(db, url, patience)) as sdb:
         hits = sdb.search_messages(
             query,
             source_filter=source or None,
@@ -364,7 +398,7 @@ def stats(
     as_json: JsonOption = False,
 ) -> None:
     """Token totals and cost by model, and the sessions that used the most tokens."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    with _reader(_target(db, url, patience)) as sdb:
         result = {
             "sessions": sdb.session_count(),
             "messages": sdb.message_count(),
@@ -437,7 +471,7 @@ def export(
     to_stdout = output is None or str(output) == "-"
     if not to_stdout and not output.parent.is_dir():  # type: ignore[union-attr]
         raise CliError(f"no such directory: {output.parent}")  # type: ignore[union-attr]
-    with _session_db(_target(db, url, patience)) as sdb:
+    with _reader(_target(db, url, patience)) as sdb:
         if session_id is not None:
             record = sdb.export_session(session_id)
             if record is None:

@@ -19,6 +19,14 @@ and an interrupted copy can simply be run again:
 Running it twice adds nothing and changes nothing. It copies a store at
 rest: stop the writers first, since a session copied earlier is not updated
 by a later run (its new messages are copied, its counters are not).
+
+The source is opened read-only and read in its own layout (see
+:mod:`hermes_store.layout`): an old file is not migrated to be copied, and a
+file of the agent's later schema versions gives the documented columns --
+system prompts looked up where v25 keeps them, and only the agent's live
+messages (rows it rewound or compacted away, ``active = 0``, are not part of
+any conversation and are left behind; :attr:`CopyReport.inactive_left` counts
+them).
 """
 
 from __future__ import annotations
@@ -28,13 +36,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection
 
 from .errors import StoreError
+from .layout import Layout
 from .models import messages_table, sessions_table
 from .repositories.maintenance import advance_message_identity
+from .repositories.shapes import (
+    live_messages,
+    message_columns,
+    session_columns,
+    sessions_from,
+    shadowed,
+)
 from .store import Store
 
 S = sessions_table
@@ -62,6 +78,8 @@ class CopyReport:
     dangling_parents: list[str] = field(default_factory=list)
     """Source sessions whose parent is not in the source: copied as roots."""
     skipped_sessions: list[str] = field(default_factory=list)
+    inactive_left: int = 0
+    """Messages the agent marked inactive in the source (rewound or compacted away): not copied."""
 
 
 def copy_store(
@@ -81,24 +99,25 @@ def copy_store(
     if batch_size < 1:
         raise CopyError(f"batch_size must be >= 1, got {batch_size}")
     report = progress or (lambda _phase, _done, _total: None)
-    with Store(source) as source_store, Store(target) as target_store:
+    with Store(source, read_only=True) as source_store, Store(target) as target_store:
         if _same_database(source_store, target_store):
             raise CopyError("source and target are the same database")
         result = CopyReport()
         with source_store.read() as reader:
-            read = reader.connection
+            read, layout = reader.connection, reader.layout
             result.sessions_total = _count(read, S)
-            result.messages_total = _count(read, M)
+            result.messages_total = _count_messages(read, layout)
+            result.inactive_left = _count(read, M) - result.messages_total
             _refuse_orphans(read)
-            _copy_sessions(read, target_store, batch_size, result, report)
+            _copy_sessions(read, layout, target_store, batch_size, result, report)
             _link_parents(read, target_store, batch_size, result, report)
-            _copy_messages(read, target_store, batch_size, result, report)
-            expected = _messages_per_session(read)
+            _copy_messages(read, layout, target_store, batch_size, result, report)
+            expected = _messages_per_session(read, layout)
         if target_store.engine.dialect.name == "postgresql":
             with target_store.write() as uow:
                 advance_message_identity(uow.connection)
         with target_store.read() as uow:
-            _verify(expected, uow.connection)
+            _verify(expected, uow.connection, uow.layout)
     return result
 
 
@@ -126,18 +145,45 @@ def _count(connection: Connection, table: Any) -> int:
     return int(connection.execute(select(func.count()).select_from(table)).scalar_one())
 
 
-def _batches(connection: Connection, table: Any, batch_size: int) -> Iterator[list[dict[str, Any]]]:
-    """Rows of ``table`` in id order, ``batch_size`` at a time (keyset pagination)."""
-    last = None
+def _count_messages(connection: Connection, layout: Layout) -> int:
+    live = live_messages(layout)
+    return int(
+        connection.execute(text(f"SELECT COUNT(*) FROM messages m WHERE 1 = 1{live}")).scalar_one()
+    )
+
+
+def _batches(
+    connection: Connection, sql: str, key: str, batch_size: int
+) -> Iterator[list[dict[str, Any]]]:
+    """The rows of ``sql`` in ``key`` order, ``batch_size`` at a time (keyset pagination).
+
+    ``sql`` holds ``{after}``: nothing for the first batch, then a condition on
+    ``key`` past the last row of the batch before.
+    """
+    first = text(sql.format(after="") + f" ORDER BY {key} LIMIT :p_limit")
+    following = text(sql.format(after=f" AND {key} > :p_last") + f" ORDER BY {key} LIMIT :p_limit")
+    statement, params = first, {"p_limit": batch_size}
     while True:
-        statement = select(table).order_by(table.c.id).limit(batch_size)
-        if last is not None:
-            statement = statement.where(table.c.id > last)
-        rows = [dict(row) for row in connection.execute(statement).mappings()]
+        rows = [dict(row) for row in connection.execute(statement, params).mappings()]
         if not rows:
             return
         yield rows
-        last = rows[-1]["id"]
+        statement, params = following, {"p_limit": batch_size, "p_last": rows[-1]["id"]}
+
+
+def _session_batches(
+    connection: Connection, layout: Layout, n: int
+) -> Iterator[list[dict[str, Any]]]:
+    sql = f"SELECT {session_columns(layout)} FROM {sessions_from(layout)} WHERE 1 = 1{{after}}"
+    return _batches(connection, shadowed(sql, layout), "s.id", n)
+
+
+def _message_batches(
+    connection: Connection, layout: Layout, n: int
+) -> Iterator[list[dict[str, Any]]]:
+    live = live_messages(layout)
+    sql = f"SELECT {message_columns(layout)} FROM messages m WHERE 1 = 1{live}{{after}}"
+    return _batches(connection, shadowed(sql, layout), "m.id", n)
 
 
 def _insert_new(connection: Connection, table: Any, rows: list[dict[str, Any]]) -> int:
@@ -148,11 +194,16 @@ def _insert_new(connection: Connection, table: Any, rows: list[dict[str, Any]]) 
 
 
 def _copy_sessions(
-    read: Connection, target: Store, batch_size: int, result: CopyReport, report: Progress
+    read: Connection,
+    layout: Layout,
+    target: Store,
+    batch_size: int,
+    result: CopyReport,
+    report: Progress,
 ) -> None:
     done = 0
     report("sessions", 0, result.sessions_total)
-    for rows in _batches(read, S, batch_size):
+    for rows in _session_batches(read, layout, batch_size):
         orphaned = [{**row, "parent_session_id": None} for row in rows]
         with target.write() as uow:
             result.sessions_copied += _insert_new(uow.connection, S, orphaned)
@@ -199,29 +250,34 @@ def _link_parents(
 
 
 def _copy_messages(
-    read: Connection, target: Store, batch_size: int, result: CopyReport, report: Progress
+    read: Connection,
+    layout: Layout,
+    target: Store,
+    batch_size: int,
+    result: CopyReport,
+    report: Progress,
 ) -> None:
     done = 0
     report("messages", 0, result.messages_total)
-    for rows in _batches(read, M, batch_size):
+    for rows in _message_batches(read, layout, batch_size):
         with target.write() as uow:
             result.messages_copied += _insert_new(uow.connection, M, rows)
         done += len(rows)
         report("messages", done, result.messages_total)
 
 
-def _messages_per_session(connection: Connection) -> dict[str, int]:
-    statement = (
-        select(S.c.id, func.count(M.c.id))
-        .select_from(S.outerjoin(M, M.c.session_id == S.c.id))
-        .group_by(S.c.id)
+def _messages_per_session(connection: Connection, layout: Layout) -> dict[str, int]:
+    """Each session's number of (live) messages."""
+    statement = text(
+        "SELECT s.id, COUNT(m.id) FROM sessions s "
+        f"LEFT JOIN messages m ON m.session_id = s.id{live_messages(layout)} GROUP BY s.id"
     )
     return {str(sid): int(n) for sid, n in connection.execute(statement)}
 
 
-def _verify(expected: dict[str, int], target: Connection) -> None:
+def _verify(expected: dict[str, int], target: Connection, layout: Layout) -> None:
     """Every source session in the target with as many messages; CopyError otherwise."""
-    found = _messages_per_session(target)
+    found = _messages_per_session(target, layout)
     missing = [sid for sid in expected if sid not in found]
     differing = [sid for sid, n in expected.items() if sid in found and found[sid] != n]
     if missing or differing:

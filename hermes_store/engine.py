@@ -226,7 +226,7 @@ def _install_sqlite_rules(
         if (
             not read_only
             and str(mode).lower() != "wal"
-            and not _follows_agent_ladder(dbapi_connection)
+            and not _keeps_its_journal_mode(dbapi_connection)
         ):
             # Asking only when needed keeps the open of a current database read-only.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
@@ -247,20 +247,25 @@ def _install_sqlite_rules(
         )
 
 
-def _follows_agent_ladder(dbapi_connection: sqlite3.Connection) -> bool:
-    """True for a file at the agent's own schema versions (7 and later).
+def _keeps_its_journal_mode(dbapi_connection: sqlite3.Connection) -> bool:
+    """True for a file whose journal mode is not ours to change.
 
-    Its journal mode is the agent's choice -- its v25 keeps new files out of
-    WAL on SQLite builds with the WAL-reset bug, and never switches a file
-    other processes may hold open -- so it is left as it is. Asked only of a
-    file not in WAL already: the open of a current file pays nothing for it.
+    A file at the agent's own schema versions (7 and later): its journal mode
+    is the agent's choice -- its v25 keeps new files out of WAL on SQLite
+    builds with the WAL-reset bug, and never switches a file other processes
+    may hold open. A file that holds tables but no ``schema_version`` is not
+    a session store at all, and is refused unchanged. Asked only of a file
+    not in WAL already: the open of a current file pays nothing for it.
     """
+    from .schema_state import DOCUMENT_VERSION  # schema_state imports this module
+
     try:
         row = dbapi_connection.execute("SELECT MAX(version) FROM schema_version").fetchone()
     except sqlite3.Error:
-        return False  # no schema_version: a new file, or not a store at all
-    from .schema_state import DOCUMENT_VERSION  # schema_state imports this module
-
+        # No schema_version: a new, empty file gets WAL; anything else is foreign.
+        return (
+            dbapi_connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
+        )
     try:
         return row is not None and row[0] is not None and int(row[0]) > DOCUMENT_VERSION
     except (TypeError, ValueError):

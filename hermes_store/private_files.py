@@ -51,18 +51,31 @@ def require_existing_database(path: Path) -> None:
         )
 
 
-def ensure_private_database(path: Path) -> None:
-    """Create ``path`` 0600 if missing, else tighten it and its sidecars to 0600."""
+def ensure_private_database(path: Path, *, tighten: bool = True) -> None:
+    """Create ``path`` 0600 if missing, else (``tighten``) tighten it and its sidecars to 0600.
+
+    A store opening a file passes ``tighten=False`` and calls
+    :func:`tighten_private_database` once it knows the file is a session
+    store: a foreign database is refused exactly as it was found.
+    """
     mode = _refuse_unsafe(path)
     if mode is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
         except FileExistsError:  # another process created it first
-            mode = _refuse_unsafe(path)
+            pass
         else:
             os.close(fd)  # ours, made 0600: nothing to tighten
+            return
+    if tighten:
+        tighten_private_database(path)
+
+
+def tighten_private_database(path: Path) -> None:
+    """Take group and other permissions off ``path`` and its sidecars (``chmod``, no fd)."""
     sidecars = [Path(f"{path}{suffix}") for suffix in SIDECARS]
-    for candidate, candidate_mode in [(path, mode), *((s, _refuse_unsafe(s)) for s in sidecars)]:
+    for candidate in (path, *sidecars):
+        candidate_mode = _refuse_unsafe(candidate)
         if candidate_mode is not None and candidate_mode & 0o077:
             os.chmod(candidate, candidate_mode & PRIVATE_MODE)

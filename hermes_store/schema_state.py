@@ -230,8 +230,8 @@ def refuse_foreign_file(connection: Connection, where: str) -> None:
     ``sessions`` table without a version is refused too: its schema cannot
     be told.
     """
-    names = sorted(connection.exec_driver_sql(_TABLE_NAMES).scalars())
-    if not names:
+    names = sorted(set(connection.exec_driver_sql(_TABLE_NAMES).scalars()) - set(_STATE_TABLES))
+    if not names:  # empty, or only our own version tables left (a downgrade to base)
         return
     if "sessions" in names:
         raise SchemaError(

@@ -23,7 +23,11 @@ from .engine import ContentionPolicy, create_store_engine
 from .errors import InvalidInputError, ReadOnlyStoreError, SchemaError
 from .layout import STANDARD, Layout, LayoutCell
 from .location import resolve_url, sqlite_file
-from .private_files import ensure_private_database, require_existing_database
+from .private_files import (
+    ensure_private_database,
+    require_existing_database,
+    tighten_private_database,
+)
 from .schema_state import HEAD_SCHEMA_VERSION, Ladder, read_schema_state, refuse_foreign_file
 from .uow import UnitOfWork
 
@@ -74,7 +78,7 @@ class Store:
             if read_only:
                 require_existing_database(self.path)
             else:
-                ensure_private_database(self.path)
+                ensure_private_database(self.path, tighten=False)
         self.policy = policy or ContentionPolicy()
         self.engine: Engine = _engine_for(self.url, self.policy, self.durability, read_only)
         self._connections = ThreadConnections(self.engine)
@@ -96,6 +100,8 @@ class Store:
             upgrade(self.engine, "head")
             self._learn_layout(migrate=False)
         if not self.read_only:
+            if self.path is not None:  # a session store, known now: private from here on
+                tighten_private_database(self.path)
             self._mend_skipped_agent_step()
 
     def _learn_layout(self, migrate: bool) -> bool:

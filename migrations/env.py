@@ -22,7 +22,7 @@ from hermes_store.location import resolve_url, sqlite_file
 from hermes_store.migrate import is_agent_file, prepare_database, sync_schema_version
 from hermes_store.models import Base
 from hermes_store.postgres import lock_schema
-from hermes_store.private_files import ensure_private_database
+from hermes_store.private_files import ensure_private_database, tighten_private_database
 
 config = context.config
 
@@ -78,14 +78,18 @@ def run_migrations_online() -> None:
     url = _target_url()
     path = sqlite_file(url)
     if path is not None:
-        # Creates the parent folder and the file itself 0600: it will hold conversations.
-        ensure_private_database(path)
+        # Creates the parent folder and the file itself 0600: it will hold
+        # conversations. An existing file is tightened once it proved to be a
+        # session store (a foreign database is refused as it was found).
+        ensure_private_database(path, tighten=False)
     engine = create_store_engine(url)
     try:
         with engine.begin() as own_connection:
             _run(own_connection)
     finally:
         engine.dispose()
+    if path is not None:
+        tighten_private_database(path)
 
 
 if context.is_offline_mode():

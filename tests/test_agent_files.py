@@ -344,3 +344,80 @@ def _read_everything(store: Store) -> dict[str, Any]:
         "sessions": db.list_sessions_rich(limit=50),
         "messages": {s["id"]: db.get_messages(s["id"]) for s in db.search_sessions(limit=50)},
     }
+
+
+# ---------------------------------------------------------------------------
+# copy and import out of the agent's files
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_copy_from_an_agent_file_keeps_every_session_and_message(
+    tmp_path: Path, version: int
+) -> None:
+    from hermes_store.copy import copy_store
+
+    source = build_upstream_db(tmp_path / "agent.db", version)
+    with SessionDB(source) as db:
+        _our_turn(db, "ours")
+    before = _read_everything(Store(source, read_only=True))
+    target = tmp_path / "copy.db"
+
+    report = copy_store(source, target)
+
+    assert (report.sessions_total, report.messages_total) == (4, 9)
+    assert (report.sessions_copied, report.messages_copied) == (4, 9)
+    assert _read_everything(Store(target)) == before
+    with SessionDB(target) as copied:
+        assert copied.get_session("up_child")["system_prompt"] == "You are Hermes."
+        assert {h["session_id"] for h in copied.search_messages("服务端")} == {"ours", "up_child"}
+    _assert_sound(target)
+    assert _state(source)[0] == version  # the source was only read
+
+
+def test_copy_from_v25_leaves_the_agents_inactive_rows_behind_and_says_so(tmp_path: Path) -> None:
+    from hermes_store.copy import copy_store
+
+    source = build_upstream_db(tmp_path / "agent.db", 25)
+    with _raw(source) as raw:
+        raw.execute("UPDATE messages SET active = 0 WHERE session_id = 'up_other'")
+        raw.execute("UPDATE sessions SET message_count = 0 WHERE id = 'up_other'")
+    report = copy_store(source, tmp_path / "copy.db")
+    assert (report.messages_total, report.messages_copied, report.inactive_left) == (5, 5, 1)
+    with SessionDB(tmp_path / "copy.db") as copied:
+        assert copied.get_messages("up_other") == []
+
+
+def test_cli_copy_from_an_agent_file_into_a_new_state_db(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hermes_store.cli import app
+
+    source = build_upstream_db(tmp_path / "agent.db", 25)
+    target = tmp_path / "new.db"
+    result = CliRunner().invoke(app, ["copy", "--from", str(source), "--to", str(target)])
+    assert result.exit_code == 0, result.output
+    with SessionDB(target) as copied:
+        assert copied.session_count() == 3
+        assert copied.message_count() == 6
+
+
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_cli_reads_an_agent_file_and_upgrade_leaves_it_alone(tmp_path: Path, version: int) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from hermes_store.cli import app
+
+    path = build_upstream_db(tmp_path / "state.db", version)
+    before = _state(path)
+    runner = CliRunner()
+    current = runner.invoke(app, ["current", "--db", str(path), "--json"])
+    assert current.exit_code == 0, current.output
+    assert json.loads(current.stdout)["ladder"] == "agent"
+    assert json.loads(current.stdout)["schema_version"] == version
+    upgraded = runner.invoke(app, ["upgrade", "--db", str(path)])
+    assert upgraded.exit_code == 0 and "never migrates it" in upgraded.stdout
+    found = runner.invoke(app, ["search", "服务端", "--db", str(path), "--json"])
+    assert found.exit_code == 0, found.output
+    assert {hit["session_id"] for hit in json.loads(found.stdout)} == {"up_child"}
+    assert _state(path) == before

@@ -183,6 +183,8 @@ def test_upgrade_creates_a_private_store_at_head_and_current_reports_it(
         "alembic_revision": HEAD_REVISION,
         "head_revision": HEAD_REVISION,
         "at_head": True,
+        "ladder": "hermes_store",
+        "layout": "hermes_store's own (document v6 + trigram index)",
     }
     assert "already at head" in ok(cli("upgrade", "--db", str(path))).stdout
 
@@ -574,3 +576,83 @@ def test_a_locked_store_past_patience_is_one_line(cli: Run, store: Path) -> None
         holder.close()
     with SessionDB(store) as db:
         assert db.get_session_title("root") == "Fix Docker Build"
+
+
+# ----------------------------------------------------------------------
+# reading commands only read
+# ----------------------------------------------------------------------
+READING = [
+    ["sessions"],
+    ["show", "sess_root"],
+    ["lineage", "sess_root"],
+    ["search", "docker"],
+    ["current"],
+    ["stats"],
+    ["export"],
+]
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of a folder with its bytes and permission bits: what "nothing changed" means.
+
+    SQLite's own ``-shm`` index is left out: any reader of a WAL file maps it
+    (the agent's code and the sqlite3 shell alike); an empty ``-wal`` stays in,
+    as proof that nothing was written.
+    """
+    return {
+        p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+        for p in sorted(folder.iterdir())
+        if p.is_file() and not p.name.endswith("-shm")
+    }
+
+
+def _unchanged(before: dict[str, tuple[bytes, int]], after: dict[str, tuple[bytes, int]]) -> None:
+    """Same files with the same bytes and modes; at most an empty ``-wal`` more."""
+    added = {name: value for name, value in after.items() if name not in before}
+    assert all(name.endswith("-wal") and data == b"" for name, (data, _) in added.items()), added
+    assert {name: value for name, value in after.items() if name in before} == before
+
+
+@pytest.mark.parametrize("args", READING, ids=lambda a: a[0])
+def test_reading_commands_neither_migrate_nor_chmod_an_old_file(
+    cli: Run, tmp_path: Path, args: list[str]
+) -> None:
+    from .legacy_schema import build_legacy_db
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    path = folder / "state.db"
+    build_legacy_db(path, 3)  # the old code's v3: no alembic_version, no billing columns
+    os.chmod(path, 0o644)
+    before = _files(folder)
+    ok(cli(*args, "--db", str(path)))
+    _unchanged(before, _files(folder))
+
+
+@pytest.mark.parametrize("args", READING, ids=lambda a: a[0])
+def test_reading_commands_refuse_an_empty_file_and_a_foreign_database(
+    cli: Run, tmp_path: Path, args: list[str]
+) -> None:
+    empty, foreign = tmp_path / "empty.db", tmp_path / "foreign.db"
+    empty.touch()
+    with sqlite3.connect(foreign) as raw:
+        raw.execute("CREATE TABLE foo (x INTEGER)")
+    before = _files(tmp_path)
+    one_error_line(cli(*args, "--db", str(empty)), "no session store yet")
+    one_error_line(cli(*args, "--db", str(foreign)), "not a Hermes session store", "foo")
+    _unchanged(before, _files(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["upgrade"], ["delete", "x"], ["title", "x", "T"], ["demo"], ["prune", "--older-than", "9"]],
+)
+def test_writing_commands_refuse_a_foreign_database_too(
+    cli: Run, tmp_path: Path, args: list[str]
+) -> None:
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as raw:
+        raw.execute("CREATE TABLE foo (x INTEGER)")
+    before = _files(tmp_path)
+    one_error_line(cli(*args, "--db", str(foreign)), "not a Hermes session store")
+    _unchanged(before, _files(tmp_path))

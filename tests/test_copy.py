@@ -170,3 +170,20 @@ def test_cli_copy_reports_and_verifies(tmp_path: Path, pg_fresh_url: Any) -> Non
     assert missing.returncode == 1
     assert "no database at" in missing.stderr
     assert _everything(target) == _everything(source)
+
+
+def test_copy_from_a_file_of_the_agents_v25_to_postgresql(
+    tmp_path: Path, pg_fresh_url: Any
+) -> None:
+    """The agent's v25 layout (prompts by hash, active flags) travels as documented rows."""
+    from tests.upstream_schema import build_upstream_db
+
+    source = build_upstream_db(tmp_path / "agent.db", 25)
+    url = pg_fresh_url()
+    report = copy_store(source, url)
+    assert (report.sessions_copied, report.messages_copied) == (3, 6)
+    with SessionDB(url) as copied:
+        assert copied.get_session("up_root")["system_prompt"] == "You are Hermes."
+        assert {h["session_id"] for h in copied.search_messages("docker")} == {"up_root"}
+        assert [m["role"] for m in copied.get_messages("up_root")] == ["user", "assistant", "tool"]
+    assert _everything(url) == _everything(source)

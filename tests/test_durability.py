@@ -106,9 +106,9 @@ def test_an_unknown_durability_is_refused_before_any_file_is_made(
 def test_settings_beside_a_given_store_are_refused(store_url: str) -> None:
     store = Store(store_url)
     try:
-        with pytest.raises(InvalidInputError, match="durability are the store's"):
+        with pytest.raises(InvalidInputError, match="durability and read_only are the store's"):
             SessionDB(store=store, durability="normal")
-        with pytest.raises(InvalidInputError, match="policy and durability"):
+        with pytest.raises(InvalidInputError, match="policy, durability and read_only"):
             SessionDB(store=store, policy=ContentionPolicy(patience_s=1.0))
         assert SessionDB(store=store).store is store
     finally:

@@ -38,7 +38,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from ..layout import Layout
-from .shapes import session_columns, sessions_from
+from .shapes import session_columns, sessions_from, shadowed
 
 PREVIEW_CHARS = 60
 """How much of the first user message a listing shows; ``...`` marks that there is more."""
@@ -97,7 +97,13 @@ _CHAIN_PARAMS = (
     bindparam("p_roots", expanding=True),
     bindparam("p_max_steps", type_=Integer),
 )
-_TIP_IDS = text(_CHAINS + "SELECT root_id, id FROM tip").bindparams(*_CHAIN_PARAMS)
+
+
+@lru_cache(maxsize=16)
+def _tip_ids_statement(layout: Layout) -> TextClause:
+    """Each given root and its tip (itself when it has no continuation)."""
+    sql = _CHAINS + "SELECT root_id, id FROM tip"
+    return text(shadowed(sql, layout)).bindparams(*_CHAIN_PARAMS)
 
 
 @lru_cache(maxsize=16)
@@ -108,14 +114,13 @@ def _listed_columns(layout: Layout) -> str:
 @lru_cache(maxsize=16)
 def _tip_rows_statement(layout: Layout) -> TextClause:
     """The listed rows of the tips of the given roots that have a continuation."""
-    return text(
-        f"""{_CHAINS}
+    sql = f"""{_CHAINS}
         SELECT tip.root_id AS lineage_root_id, {_listed_columns(layout)}
         FROM {sessions_from(layout)}
         JOIN tip ON tip.id = s.id
         WHERE tip.id <> tip.root_id
         """
-    ).bindparams(*_CHAIN_PARAMS, *_PREVIEW_PARAMS)
+    return text(shadowed(sql, layout)).bindparams(*_CHAIN_PARAMS, *_PREVIEW_PARAMS)
 
 
 TIP_FIELDS = (
@@ -168,8 +173,7 @@ def _page_statement(
         conditions.append("s.source NOT IN :p_excluded")
         params.append(bindparam("p_excluded", expanding=True))
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    return text(
-        f"""
+    sql = f"""
         SELECT {_listed_columns(layout)}
         FROM {sessions_from(layout)}
         JOIN (
@@ -180,7 +184,7 @@ def _page_statement(
         ) page ON page.id = s.id
         ORDER BY s.started_at DESC
         """
-    ).bindparams(*params)
+    return text(shadowed(sql, layout)).bindparams(*params)
 
 
 def finish_preview(raw: str) -> str:
@@ -229,10 +233,11 @@ def page(
     return [_finished(row) for row in connection.execute(statement, params).mappings()]
 
 
-def tip_ids(connection: Connection, session_ids: Iterable[str]) -> dict[str, str]:
+def tip_ids(connection: Connection, layout: Layout, session_ids: Iterable[str]) -> dict[str, str]:
     """``{session id: its compression tip}`` for each id that exists (itself when no chain)."""
     params = {"p_roots": list(session_ids), "p_max_steps": MAX_CHAIN_STEPS}
-    return {root: tip for root, tip in connection.execute(_TIP_IDS, params)}
+    statement = _tip_ids_statement(layout)
+    return {root: tip for root, tip in connection.execute(statement, params)}
 
 
 def tip_rows(

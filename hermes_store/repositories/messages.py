@@ -25,7 +25,7 @@ from ..layout import STANDARD, Layout
 from ..models import messages_table
 from ..prepared import Prepared
 from .agent_guards import refuse_broken_deletes, refuse_locked_sessions
-from .shapes import live_messages, message_columns, writable_messages
+from .shapes import live_messages, message_columns, shadowed, writable_messages
 
 M = messages_table
 
@@ -80,11 +80,10 @@ def statements_for(layout: Layout) -> _Statements:
     order = " ORDER BY m.timestamp, m.id"
     live = live_messages(layout)
     conversation = ", ".join(f"m.{name}" for name in _CONVERSATION_FIELDS)
-    if not layout.message_columns.issuperset(_CONVERSATION_FIELDS):
-        conversation = ", ".join(
-            f"m.{name}" if name in layout.message_columns else f"NULL AS {name}"
-            for name in _CONVERSATION_FIELDS
-        )
+
+    def read(sql: str) -> Any:
+        return text(shadowed(sql, layout))
+
     return _Statements(
         layout=layout,
         fields=fields,
@@ -92,10 +91,10 @@ def statements_for(layout: Layout) -> _Statements:
         # Imports and copies keep the ids they bring (search hits and exports name them).
         insert_with_id=Prepared(insert(target).values(**constants), column_keys=("id", *fields)),
         for_session=Prepared(
-            text(f"SELECT {select_list} FROM messages m WHERE m.session_id = :p_id{live}{order}")
+            read(f"SELECT {select_list} FROM messages m WHERE m.session_id = :p_id{live}{order}")
         ),
         conversation=Prepared(
-            text(f"SELECT {conversation} FROM messages m WHERE m.session_id = :p_id{live}{order}")
+            read(f"SELECT {conversation} FROM messages m WHERE m.session_id = :p_id{live}{order}")
         ),
         delete_for_session=text("DELETE FROM messages WHERE session_id = :p_id"),
         count_all=text(f"SELECT COUNT(*) FROM messages m WHERE 1 = 1{live}"),

@@ -32,7 +32,7 @@ from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
 from . import listing as _listing
 from .agent_guards import refuse_broken_deletes
-from .shapes import session_columns, sessions_from, writable_sessions
+from .shapes import session_columns, sessions_from, shadowed, writable_sessions
 
 S = sessions_table
 M = messages_table
@@ -119,8 +119,8 @@ _SET_USAGE = _by_id().values(
     actual_cost_usd=func.coalesce(_p("actual_cost_usd", FLOAT), S.c.actual_cost_usd),
     **_LABELS,
 )
-_TITLE_OWNER = text("SELECT id FROM sessions WHERE title = :p_title AND id != :p_id")
-_TITLE_FAMILY = text(
+_TITLE_OWNER = "SELECT id FROM sessions WHERE title = :p_title AND id != :p_id"
+_TITLE_FAMILY = (
     "SELECT id, title, started_at FROM sessions "
     "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
 )
@@ -132,8 +132,7 @@ _DELETE_MESSAGES = delete(M).where(M.c.session_id == _p("id"))
 
 # The documented queries, kept in the document's SQL so they can be checked against it
 # (plus ``NULLS LAST``, SQLite's order for NULL in DESC, which PostgreSQL reverses).
-_ANCESTORS = text(
-    """
+_ANCESTORS = """
     WITH RECURSIVE lineage AS (
         SELECT * FROM sessions WHERE id = :p_id
         UNION
@@ -142,9 +141,7 @@ _ANCESTORS = text(
     )
     SELECT id, title, started_at, parent_session_id FROM lineage
     """
-)
-_DESCENDANTS = text(
-    """
+_DESCENDANTS = """
     WITH RECURSIVE descendants AS (
         SELECT * FROM sessions WHERE id = :p_id
         UNION
@@ -153,7 +150,6 @@ _DESCENDANTS = text(
     )
     SELECT id, title, started_at, parent_session_id FROM descendants
     """
-)
 _RECENT = """
     SELECT {columns},
         COALESCE(
@@ -172,8 +168,7 @@ _RECENT = """
     ORDER BY s.started_at DESC
     LIMIT :p_limit OFFSET :p_offset
 """
-_TOKENS_BY_MODEL = text(
-    """
+_TOKENS_BY_MODEL = """
     SELECT model,
            COUNT(*) as session_count,
            SUM(input_tokens) as total_input,
@@ -184,16 +179,13 @@ _TOKENS_BY_MODEL = text(
     GROUP BY model
     ORDER BY total_cost DESC NULLS LAST
     """
-)
-_TOP_BY_TOKENS = text(
-    """
+_TOP_BY_TOKENS = """
     SELECT id, title, model, input_tokens + output_tokens AS total_tokens,
            estimated_cost_usd
     FROM sessions
     ORDER BY total_tokens DESC NULLS LAST
     LIMIT :p_limit
     """
-)
 _LIST = """
     SELECT {columns} FROM {sessions}
     WHERE (:p_source IS NULL OR s.source = :p_source)
@@ -212,13 +204,20 @@ _BY_TITLE = "SELECT {columns} FROM {sessions} WHERE s.title = :p_title"
 
 @dataclass(frozen=True)
 class _Reads:
-    """The statements that return whole session records, shaped for one file layout."""
+    """The statements that read sessions, shaped for one file layout (see :mod:`.shapes`)."""
 
     get: Prepared
     by_title: Any
     recent: Any
     list: Any
     all: Prepared
+    count: Any
+    title_owner: Any
+    title_family: Any
+    ancestors: Any
+    descendants: Any
+    tokens_by_model: Any
+    top_by_tokens: Any
     insert: Any
     insert_if_absent: dict[str, Any]
     """By dialect: the INSERT with ``ON CONFLICT (id) DO NOTHING`` (same SQL on both)."""
@@ -242,6 +241,13 @@ def _insert_if_absent(writable: Any) -> dict[str, Any]:
 @lru_cache(maxsize=16)
 def _reads_for(layout: Layout) -> _Reads:
     shape = {"columns": session_columns(layout), "sessions": sessions_from(layout)}
+
+    def read(sql: str) -> Any:
+        return text(shadowed(sql.format(**shape), layout))
+
+    def sourced(sql: str) -> Any:
+        return read(sql).bindparams(bindparam("p_source", type_=Text))
+
     writable = writable_sessions(layout)
     if layout.system_prompts:  # a new clause: the cached one is shared
         writable = table(
@@ -250,18 +256,23 @@ def _reads_for(layout: Layout) -> _Reads:
             column("system_prompt_hash", Text()),
         )
     return _Reads(
-        get=Prepared(text(_GET.format(**shape))),
-        by_title=text(_BY_TITLE.format(**shape)),
-        recent=_sourced(_RECENT.format(**shape)),
-        list=_sourced(_LIST.format(**shape)),
-        all=Prepared(_sourced(_ALL.format(**shape))),
+        get=Prepared(read(_GET)),
+        by_title=read(_BY_TITLE),
+        recent=sourced(_RECENT),
+        list=sourced(_LIST),
+        all=Prepared(sourced(_ALL)),
+        count=sourced(_COUNT),
+        title_owner=read(_TITLE_OWNER),
+        title_family=read(_TITLE_FAMILY),
+        ancestors=read(_ANCESTORS),
+        descendants=read(_DESCENDANTS),
+        tokens_by_model=read(_TOKENS_BY_MODEL),
+        top_by_tokens=read(_TOP_BY_TOKENS),
         insert=insert(writable),
         insert_if_absent=_insert_if_absent(writable),
         system_prompts=layout.system_prompts,
     )
 
-
-_STANDARD_READS = _reads_for(STANDARD)
 
 # The agent's v25 keeps each distinct system prompt once, keyed by its SHA-256.
 _STORE_PROMPT = text(
@@ -281,7 +292,7 @@ def prompt_hash(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
-_COUNT = _sourced("SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)")
+_COUNT = "SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)"
 
 # Prune: ended sessions started before the cutoff, optionally of one source.
 _PRUNABLE = (
@@ -296,6 +307,9 @@ _PRUNE_MESSAGES = _sourced(
     f"DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE {_PRUNABLE})"
 )
 _PRUNE_SESSIONS = _sourced(f"DELETE FROM sessions WHERE {_PRUNABLE}")
+
+
+_STANDARD_READS = _reads_for(STANDARD)
 
 
 class SessionRepository:
@@ -446,7 +460,7 @@ class SessionRepository:
 
     def title_owner(self, title: str, excluding: str) -> str | None:
         """The id of another session that already has ``title``, if any."""
-        return self._c.execute(_TITLE_OWNER, {"p_title": title, "p_id": excluding}).scalar()
+        return self._c.execute(self._r.title_owner, {"p_title": title, "p_id": excluding}).scalar()
 
     def get_by_title(self, title: str) -> dict[str, Any] | None:
         row = self._c.execute(self._r.by_title, {"p_title": title}).mappings().first()
@@ -455,17 +469,17 @@ class SessionRepository:
     def title_family(self, base: str) -> list[dict[str, Any]]:
         """Sessions titled ``base`` or ``base #<anything>`` (LIKE wildcards in base escaped)."""
         escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self._c.execute(_TITLE_FAMILY, {"p_base": base, "p_pattern": f"{escaped} #%"})
+        rows = self._c.execute(self._r.title_family, {"p_base": base, "p_pattern": f"{escaped} #%"})
         return [dict(row) for row in rows.mappings()]
 
     # -- documented queries ---------------------------------------------
     def ancestors(self, session_id: str) -> list[dict[str, Any]]:
         """The session, its parent, grandparent, ... (recursive CTE of the document)."""
-        return self._rows(_ANCESTORS, {"p_id": session_id})
+        return self._rows(self._r.ancestors, {"p_id": session_id})
 
     def descendants(self, session_id: str) -> list[dict[str, Any]]:
         """The session and every session split off it, transitively."""
-        return self._rows(_DESCENDANTS, {"p_id": session_id})
+        return self._rows(self._r.descendants, {"p_id": session_id})
 
     def recent(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         """Newest sessions first, with the first user message's 63-character preview."""
@@ -511,7 +525,7 @@ class SessionRepository:
         Followed from session to session (at most 100 steps); an unknown id
         is its own tip.
         """
-        return _listing.tip_ids(self._c, [session_id]).get(session_id, session_id)
+        return _listing.tip_ids(self._c, self._layout, [session_id]).get(session_id, session_id)
 
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         """One page of sessions, newest first (``all`` gives every one, unpaged)."""
@@ -523,13 +537,13 @@ class SessionRepository:
         return self._r.all.dicts(self._c, {"p_source": source})
 
     def count(self, source: str | None = None) -> int:
-        return int(self._c.execute(_COUNT, {"p_source": source}).scalar_one())
+        return int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
 
     def token_totals_by_model(self) -> list[dict[str, Any]]:
-        return self._rows(_TOKENS_BY_MODEL, {})
+        return self._rows(self._r.tokens_by_model, {})
 
     def top_by_tokens(self, limit: int = 10) -> list[dict[str, Any]]:
-        return self._rows(_TOP_BY_TOKENS, {"p_limit": limit})
+        return self._rows(self._r.top_by_tokens, {"p_limit": limit})
 
     # -- plumbing --------------------------------------------------------
     def _changed(self, statement: Any, params: dict[str, Any]) -> bool:

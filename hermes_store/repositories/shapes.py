@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import Integer, column, table
+from sqlalchemy import Integer, Table, column, table
 from sqlalchemy.sql.expression import TableClause
 
 from ..layout import MESSAGE_COLUMNS, SESSION_COLUMNS, STANDARD, Layout
@@ -25,17 +25,70 @@ from ..models import messages_table, sessions_table
 SYSTEM_PROMPTS_JOIN = "LEFT JOIN system_prompts sp ON sp.hash = {alias}.system_prompt_hash"
 
 
+def _absent(table: Table, name: str) -> str:
+    """How a column the file lacks reads: what migrating it would have filled in.
+
+    ``ALTER TABLE ADD COLUMN ... DEFAULT 0`` gives existing rows the default,
+    so an old file read without being migrated reads as the migrated one would.
+    """
+    default = table.c[name].server_default
+    value = getattr(default, "arg", None)
+    literal = getattr(value, "text", None) if value is not None else None
+    return f"{literal or 'NULL'} AS {name}"
+
+
+def _lacking(present: frozenset[str], documented: tuple[str, ...]) -> bool:
+    return not present.issuperset(documented)
+
+
+@lru_cache(maxsize=64)
+def shadows(layout: Layout) -> str:
+    """CTEs that stand in for tables lacking documented columns (an old file, read-only).
+
+    A CTE named like a table hides it within the statement, so a documented
+    query -- ``SELECT ... FROM sessions`` -- reads the file's ``main.sessions``
+    with every documented column, the missing ones as migrating would fill
+    them. Empty when the file has every documented column (any migrated file).
+    """
+    ctes = []
+    for name, present, documented, model in (
+        ("sessions", layout.session_columns, SESSION_COLUMNS, sessions_table),
+        ("messages", layout.message_columns, MESSAGE_COLUMNS, messages_table),
+    ):
+        if _lacking(present, documented):
+            columns = ", ".join(
+                column_name if column_name in present else _absent(model, column_name)
+                for column_name in documented
+            )
+            ctes.append(f"{name} AS (SELECT {columns} FROM main.{name})")
+    return ", ".join(ctes)
+
+
+def shadowed(sql: str, layout: Layout) -> str:
+    """``sql`` reading through :func:`shadows` where the file needs them."""
+    ctes = shadows(layout)
+    if not ctes:
+        return sql
+    body = sql.lstrip()
+    for keyword in ("WITH RECURSIVE ", "WITH "):
+        if body.upper().startswith(keyword):
+            return f"{keyword}{ctes}, {body[len(keyword) :]}"
+    return f"WITH {ctes} {body}"
+
+
 @lru_cache(maxsize=64)
 def session_columns(layout: Layout, alias: str = "s") -> str:
-    """The documented session columns as a select list, for ``FROM`` :func:`sessions_from`."""
+    """The documented session columns as a select list, for ``FROM`` :func:`sessions_from`.
+
+    Statements built with it must go through :func:`shadowed`, which supplies
+    the columns an old file lacks.
+    """
     parts = []
     for name in SESSION_COLUMNS:
         if name == "system_prompt" and layout.system_prompts:
             parts.append(f"COALESCE(sp.prompt, {alias}.system_prompt) AS system_prompt")
-        elif name in layout.session_columns:
-            parts.append(f"{alias}.{name}")
         else:
-            parts.append(f"NULL AS {name}")
+            parts.append(f"{alias}.{name}")
     return ", ".join(parts)
 
 
@@ -50,11 +103,8 @@ def sessions_from(layout: Layout, alias: str = "s") -> str:
 
 @lru_cache(maxsize=64)
 def message_columns(layout: Layout, alias: str = "m") -> str:
-    """The documented message columns as a select list (NULL where the file lacks one)."""
-    return ", ".join(
-        f"{alias}.{name}" if name in layout.message_columns else f"NULL AS {name}"
-        for name in MESSAGE_COLUMNS
-    )
+    """The documented message columns as a select list (through :func:`shadowed`)."""
+    return ", ".join(f"{alias}.{name}" for name in MESSAGE_COLUMNS)
 
 
 def live_messages(layout: Layout, alias: str = "m") -> str:
