@@ -19,6 +19,7 @@ import pytest
 
 from hermes_store import InvalidInputError, SessionDB, SessionExistsError
 
+from .legacy_schema import build_legacy_db
 from .test_facade import raw_message_count, raw_rows, raw_session
 from .upstream_schema import (
     UPSTREAM_VERSIONS,
@@ -700,3 +701,24 @@ def test_the_old_class_behaviour_on_a_file_the_agent_made(tmp_path: Path, versio
     added = upstream_append_message(path, version, "lost", "user", "found again")
     assert [m["id"] for m in upstream_get_messages(path, version, "lost")] == [added]
     assert counter_mismatches(path) == []
+
+
+@pytest.mark.sqlite_only("files the old sqlite3 code left at its schema versions 1..6")
+@pytest.mark.parametrize("version", [1, 3, 6])
+def test_the_listing_of_an_old_file_read_without_migrating(tmp_path: Path, version: int) -> None:
+    """A read-only store on an old file: the chain root -> child -> grandchild is one entry."""
+    path = build_legacy_db(tmp_path / "state.db", version)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with SessionDB(path, read_only=True) as db:
+        rows = db.list_sessions_rich()
+        assert [row["id"] for row in rows] == ["sess_grandchild", "sess_other"]
+        assert rows[0]["_lineage_root_id"] == "sess_root"
+        assert rows[0]["title"] == ("Fix Docker Build #3" if version >= 3 else None)
+        assert rows[0]["started_at"] == 1_700_000_000.125  # the root's
+        assert rows[0]["model"] == "openai/gpt-5"  # the tip's
+        assert db.get_compression_tip("sess_child") == "sess_grandchild"
+        assert db.resolve_session_id("sess_g") == "sess_grandchild"
+        assert db.resolve_session_id("sess_") is None
+        every = db.list_sessions_rich(include_children=True)
+        assert len(every) == 4 and all("_lineage_root_id" not in row for row in every)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in files} == files
