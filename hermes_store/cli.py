@@ -263,16 +263,42 @@ def current(
 @app.command()
 def sessions(
     source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
+    exclude_source: Annotated[
+        list[str] | None,
+        typer.Option("--exclude-source", help="Leave out this source (repeatable)."),
+    ] = None,
     limit: Annotated[int, typer.Option(min=0, help="How many sessions.")] = 20,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many first.")] = 0,
+    include_children: Annotated[
+        bool,
+        typer.Option(
+            "--include-children",
+            help="Also list child sessions (subagents, branches, continuations), each as it is.",
+        ),
+    ] = False,
+    tips: Annotated[
+        bool,
+        typer.Option(
+            "--tips/--no-tips",
+            help="List a compressed conversation under its newest continuation "
+            "(--no-tips: as its first session).",
+        ),
+    ] = True,
     db: DbOption = None,
     url: UrlOption = None,
     patience: PatienceOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Recent sessions, newest first, with a preview of the first user message."""
+    """Recent conversations, newest first, with a preview of the first user message."""
     with _reader(_target(db, url, patience)) as sdb:
-        rows = sdb.list_sessions_rich(source=source, limit=limit, offset=offset)
+        rows = sdb.list_sessions_rich(
+            source=source,
+            exclude_sources=exclude_source,
+            limit=limit,
+            offset=offset,
+            include_children=include_children,
+            project_compression_tips=tips,
+        )
     if as_json:
         render.write_json(rows)
     elif rows:
@@ -843,8 +869,8 @@ def title(
 ) -> None:
     """Print or set a session's title (unique among sessions, at most 100 characters)."""
     with _session_db(_target(db, url, patience)) as sdb:
-        if new_title is not None:
-            sdb.set_session_title(session_id, new_title)
+        if new_title is not None and not sdb.set_session_title(session_id, new_title):
+            raise SessionNotFoundError(session_id)  # set_session_title says so with False
         session = sdb.get_session(session_id)
     if session is None:
         raise SessionNotFoundError(session_id)

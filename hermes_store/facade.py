@@ -21,7 +21,6 @@ from .durability import Durability
 from .engine import ContentionPolicy
 from .errors import (
     InvalidInputError,
-    SessionExistsError,
     SessionNotFoundError,
     TitleConflictError,
 )
@@ -131,27 +130,58 @@ class SessionDB:
         user_id: str | None = None,
         parent_session_id: str | None = None,
     ) -> str:
-        """Create a session record and return its id."""
-        values = {
-            "id": text_arg("session_id", session_id, non_empty=True),
-            "source": text_arg("source", source, non_empty=True),
+        """Create a session record unless the id exists; returns ``session_id`` either way.
+
+        The first write wins, as in the old store (``INSERT OR IGNORE``): a
+        second call with the same id changes nothing, so an agent that
+        retries its start-up, or two processes that start the same session,
+        never fail on it. A ``parent_session_id`` naming no session is
+        InvalidInputError -- unless the id exists already, which is a no-op
+        before the parent is looked at.
+        """
+        fields = {
             "model": text_arg("model", model, optional=True),
             "model_config": json_arg("model_config", model_config),
             "system_prompt": text_arg("system_prompt", system_prompt, optional=True),
             "user_id": text_arg("user_id", user_id, optional=True),
             "parent_session_id": text_arg("parent_session_id", parent_session_id, optional=True),
-            "started_at": self._clock(),
         }
-        with self._store.write() as uow:
-            if uow.sessions.exists(session_id):
-                raise SessionExistsError(f"a session with id {session_id!r} already exists")
-            if parent_session_id is not None and not uow.sessions.exists(parent_session_id):
-                raise InvalidInputError(f"parent_session_id {parent_session_id!r} names no session")
-            uow.sessions.add(**values)
+        self._add_if_absent(session_id, source, fields)
         return session_id
 
     @retrying
+    def ensure_session(
+        self, session_id: str, source: str = "unknown", model: str | None = None
+    ) -> None:
+        """Make sure a session row exists: a minimal one if absent, else nothing changes.
+
+        The agent calls this before flushing messages, to recover from a
+        ``create_session`` that failed (a lock at start-up); an existing
+        session keeps its source, model and everything else. Returns None.
+        """
+        self._add_if_absent(session_id, source, {"model": text_arg("model", model, optional=True)})
+
+    def _add_if_absent(self, session_id: str, source: str, fields: dict[str, Any]) -> None:
+        """Insert ``session_id`` unless present; the parent must exist only for a new row."""
+        text_arg("session_id", session_id, non_empty=True)
+        text_arg("source", source, non_empty=True)
+        parent = fields.get("parent_session_id")
+        started_at = self._clock()
+        with self._store.write() as uow:
+            if uow.sessions.exists(session_id):
+                return
+            if parent is not None and not uow.sessions.exists(parent):
+                raise InvalidInputError(f"parent_session_id {parent!r} names no session")
+            uow.sessions.add_if_absent(session_id, source, started_at, **fields)
+
+    @retrying
     def end_session(self, session_id: str, end_reason: str | None) -> None:
+        """Mark a session ended; one already ended keeps its first time and reason.
+
+        So a compression split stays ``end_reason = 'compression'`` whatever a
+        stale caller says later; :meth:`reopen_session` first to end it again
+        with another reason. An unknown id is SessionNotFoundError.
+        """
         text_arg("end_reason", end_reason, optional=True)
         self._write_to(
             session_id, lambda uow: uow.sessions.end(session_id, self._clock(), end_reason)
@@ -191,8 +221,14 @@ class SessionDB:
     ) -> None:
         """Add to the token and cost counters, or set them with ``absolute=True``.
 
-        ``model`` fills in a session that had none; labels (cost status,
-        billing provider, ...) replace the stored ones when given.
+        As the old class: ``model`` and the route (``billing_provider``,
+        ``billing_base_url``, ``billing_mode``) fill in a session that had
+        none and are kept after that; the cost labels (status, source,
+        pricing version) replace the stored ones when given. An
+        ``estimated_cost_usd`` of None counts as 0 (so a session with
+        recorded usage always has a number there); an ``actual_cost_usd`` of
+        None keeps the stored value. Returns None; an unknown session is
+        SessionNotFoundError.
         """
         arguments = locals()
         usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
@@ -214,6 +250,18 @@ class SessionDB:
         with self._store.read() as uow:
             return uow.sessions.get(session_id)
 
+    def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        """The full id an exact id or an unambiguous prefix names; None otherwise.
+
+        For ids typed by people (``--resume 20260412_15``): the exact id if it
+        exists, else the single session whose id starts with the prefix; None
+        when no session or more than one does. ``%``, ``_`` and ``\\`` in
+        the prefix are literal characters; the match is case-sensitive.
+        """
+        text_arg("session_id_or_prefix", session_id_or_prefix)
+        with self._store.read() as uow:
+            return uow.sessions.resolve_id(session_id_or_prefix)
+
     # ------------------------------------------------------------------
     # Titles
     # ------------------------------------------------------------------
@@ -223,7 +271,14 @@ class SessionDB:
 
     @retrying
     def set_session_title(self, session_id: str, title: str | None) -> bool:
-        """Set (or, with an empty title, clear) a title unique among sessions."""
+        """Set (or, with an empty title, clear) a title; False if the session is unknown.
+
+        True when the session exists (even if its title was already this
+        one). As in the old class, a title another session holds is a
+        TitleConflictError and a title the cleaning rules refuse (too long, not
+        text) an InvalidInputError -- both ValueError, raised before the
+        session is looked up, so an unknown session with a bad title raises.
+        """
         text_arg("session_id", session_id)
         cleaned = clean_title(title)
         with self._store.write() as uow:
@@ -237,9 +292,7 @@ class SessionDB:
                 found = uow.sessions.set_title(session_id, cleaned)
             except IntegrityError as error:  # lost a race with another writer
                 raise TitleConflictError(f"title {cleaned!r} is already in use") from error
-            if not found:
-                raise SessionNotFoundError(session_id)
-        return True
+        return found
 
     def get_session_title(self, session_id: str) -> str | None:
         session = self.get_session(session_id)
@@ -403,7 +456,9 @@ class SessionDB:
 
         A query the sanitizer cannot rescue, or one the engine still rejects,
         finds nothing rather than raising: search input comes straight from
-        people. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
+        people. ``source_filter=[]`` allows no source and finds nothing, as in
+        the old class; an empty ``exclude_sources`` or ``role_filter`` is no
+        filter. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
         bad tsquery as syntax_error 42601, a ProgrammingError, and one too big
         to evaluate as 54001, an OperationalError.)
         """
@@ -417,7 +472,9 @@ class SessionDB:
             "offset": int_arg("offset", offset, minimum=0),
         }
         items = query_items(query)
-        if not items or filters["limit"] == 0:
+        # An empty source_filter allows no source (the old class's ``IN ()``); empty
+        # exclude_sources and role_filter filter nothing, as there.
+        if not items or filters["limit"] == 0 or filters["sources"] == []:
             return []
         with self._store.read() as uow:
             try:
@@ -506,12 +563,52 @@ class SessionDB:
             return uow.sessions.list(*params)
 
     def list_sessions_rich(
-        self, source: str | None = None, limit: int = 20, offset: int = 0
+        self,
+        source: str | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
     ) -> list[dict[str, Any]]:
-        """Recent sessions with ``preview`` (first user message, 63 chars) and ``last_active``."""
-        params = self._page(source, limit, offset)
+        """Sessions newest first, one entry per conversation, with ``preview`` and ``last_active``.
+
+        As the old class lists them: child sessions (subagents, branches,
+        continuations) are hidden unless ``include_children``; a
+        conversation that compression split is listed once, under its newest
+        continuation -- that session's id, title, counters, preview and
+        activity, the first session's ``started_at`` and place in the order,
+        and ``_lineage_root_id`` naming the first session. Pass
+        ``project_compression_tips=False`` for the raw root rows. ``preview``
+        is the first user message on one line, 60 characters and ``...``
+        when longer. Each row also has every column of ``sessions``.
+        """
+        source, limit, offset = self._page(source, limit, offset)
+        excluded = names_arg("exclude_sources", exclude_sources) or []
+        options = {
+            name: _bool_arg(name, value)
+            for name, value in (
+                ("include_children", include_children),
+                ("project_compression_tips", project_compression_tips),
+            )
+        }
         with self._store.read() as uow:
-            return uow.sessions.recent(*params)
+            return uow.sessions.listing(
+                source=source, exclude_sources=excluded, limit=limit, offset=offset, **options
+            )
+
+    def get_compression_tip(self, session_id: str) -> str:
+        """The id of the newest continuation of a compressed conversation, else ``session_id``.
+
+        Follows children whose parent ended with ``end_reason =
+        'compression'`` and that started at or after the parent's end
+        (subagents and branches start while the parent is live, so they are
+        not continuations), newest first, to the last one. An id that is in
+        no such chain, or names no session, is returned as it is.
+        """
+        text_arg("session_id", session_id)
+        with self._store.read() as uow:
+            return uow.sessions.compression_tip(session_id)
 
     def session_count(self, source: str | None = None) -> int:
         text_arg("source", source, optional=True)
@@ -636,6 +733,13 @@ class SessionDB:
             int_arg("limit", limit, minimum=0),
             int_arg("offset", offset, minimum=0),
         )
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    """A flag must be a bool: "no" or 0 meaning True by truthiness would be a silent surprise."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
 
 
 def _field_name(index: int | None, name: str) -> str:

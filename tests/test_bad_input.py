@@ -376,6 +376,12 @@ def test_nul_is_refused_by_postgresql_with_a_clear_error_and_nothing_written(pg_
             db.get_session("nul\x00")
         with pytest.raises(InvalidInputError, match="NUL"):
             db.end_session("nul\x00", "gone")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.resolve_session_id("nu\x00")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.get_compression_tip("nul\x00")
+        with pytest.raises(InvalidInputError, match="NUL"):
+            db.list_sessions_rich(exclude_sources=["cli\x00"])
         assert db.get_session("nul")["message_count"] == 0
         assert db.message_count() == 0 and db.session_count() == 1
 
@@ -441,6 +447,9 @@ SURROGATE_CALLS = [
     pytest.param(
         lambda db: db.create_session("new", "cli", parent_session_id=LONE), id="create-parent"
     ),
+    pytest.param(lambda db: db.ensure_session(LONE), id="ensure-id"),
+    pytest.param(lambda db: db.ensure_session("new", MID), id="ensure-source"),
+    pytest.param(lambda db: db.ensure_session("new", model=LONE), id="ensure-model"),
     pytest.param(lambda db: db.end_session(LONE, "x"), id="end-id"),
     pytest.param(lambda db: db.end_session("s1", MID), id="end-reason"),
     pytest.param(lambda db: db.reopen_session(LONE), id="reopen-id"),
@@ -477,6 +486,8 @@ SURROGATE_CALLS = [
     pytest.param(lambda db: db.set_session_title("s1", LONE + "x"), id="title"),
     pytest.param(lambda db: db.set_session_title("s1", MID), id="title-mid"),
     pytest.param(lambda db: db.get_session_by_title(LONE), id="by-title"),
+    pytest.param(lambda db: db.resolve_session_id(LONE), id="resolve-id"),
+    pytest.param(lambda db: db.resolve_session_id("s" + MID), id="resolve-id-mid"),
     pytest.param(lambda db: db.resolve_session_by_title(MID), id="resolve"),
     pytest.param(lambda db: db.get_next_title_in_lineage(LONE), id="next-title"),
     pytest.param(lambda db: db.prune_sessions(0, source=LONE), id="prune-source"),
@@ -485,6 +496,8 @@ SURROGATE_CALLS = [
     pytest.param(lambda db: db.search_messages("x", role_filter=[LONE]), id="search-role"),
     pytest.param(lambda db: db.search_sessions(source=LONE), id="sessions-source"),
     pytest.param(lambda db: db.list_sessions_rich(source=LONE), id="rich-source"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=[LONE]), id="rich-excl"),
+    pytest.param(lambda db: db.get_compression_tip(LONE), id="compression-tip"),
     pytest.param(lambda db: db.session_count(LONE), id="count-source"),
     pytest.param(lambda db: db.export_all(source=LONE), id="export-source"),
 ]
@@ -629,6 +642,12 @@ WRONG_TYPES = [
         lambda db: db.create_session("new", "cli", model_config={"t": float("nan")}),
         id="create-nan-config",
     ),
+    # ensure_session
+    pytest.param(lambda db: db.ensure_session(123), id="ensure-int-id"),
+    pytest.param(lambda db: db.ensure_session(" "), id="ensure-blank-id"),
+    pytest.param(lambda db: db.ensure_session("new", source=5), id="ensure-int-source"),
+    pytest.param(lambda db: db.ensure_session("new", source=""), id="ensure-empty-source"),
+    pytest.param(lambda db: db.ensure_session("new", model=["m"]), id="ensure-list-model"),
     # end / reopen / prompt
     pytest.param(lambda db: db.end_session(123, "x"), id="end-int-id"),
     pytest.param(lambda db: db.end_session("s1", 5), id="end-int-reason"),
@@ -711,6 +730,11 @@ WRONG_TYPES = [
         lambda db: db.append_messages("s1", [{"role": "user", "content": {"a": 1}}]),
         id="many-dict-content",
     ),
+    # resolve_session_id
+    pytest.param(lambda db: db.resolve_session_id(123), id="resolve-id-int"),
+    pytest.param(lambda db: db.resolve_session_id(None), id="resolve-id-none"),
+    pytest.param(lambda db: db.resolve_session_id(b"s1"), id="resolve-id-bytes"),
+    pytest.param(lambda db: db.resolve_session_id(["s1"]), id="resolve-id-list"),
     # titles
     pytest.param(lambda db: db.set_session_title("s1", 5), id="title-int"),
     pytest.param(lambda db: db.set_session_title("s1", ["t"]), id="title-list"),
@@ -737,6 +761,16 @@ WRONG_TYPES = [
     pytest.param(lambda db: db.search_sessions(offset=-3), id="sessions-negative-offset"),
     pytest.param(lambda db: db.list_sessions_rich(limit=-1), id="rich-negative-limit"),
     pytest.param(lambda db: db.list_sessions_rich(source=["cli"]), id="rich-list-source"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=5), id="rich-int-excl"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=[1]), id="rich-int-excl-item"),
+    pytest.param(lambda db: db.list_sessions_rich(include_children="yes"), id="rich-str-children"),
+    pytest.param(lambda db: db.list_sessions_rich(include_children=1), id="rich-int-children"),
+    pytest.param(
+        lambda db: db.list_sessions_rich(project_compression_tips=None), id="rich-none-tips"
+    ),
+    pytest.param(lambda db: db.list_sessions_rich(offset="1"), id="rich-str-offset"),
+    pytest.param(lambda db: db.get_compression_tip(123), id="compression-tip-int"),
+    pytest.param(lambda db: db.get_compression_tip(None), id="compression-tip-none"),
     pytest.param(lambda db: db.session_count(5), id="count-int-source"),
     pytest.param(lambda db: db.top_sessions_by_tokens("3"), id="top-str-limit"),
     pytest.param(lambda db: db.top_sessions_by_tokens(-1), id="top-negative-limit"),
@@ -804,8 +838,6 @@ WRITES_TO: dict[str, Callable[[SessionDB, str], Any]] = {
         sid, [{"role": "user", "content": "seedword a"}, {"role": "assistant", "content": "b"}]
     ),
     "clear_messages": lambda db, sid: db.clear_messages(sid),
-    "set_session_title": lambda db, sid: db.set_session_title(sid, "Brand New Title"),
-    "clear_session_title": lambda db, sid: db.set_session_title(sid, None),
 }
 
 
@@ -818,6 +850,14 @@ def test_unknown_session_on_write_raises_not_found(seeded: SessionDB, method: st
         )
         assert isinstance(error, LookupError)
         assert error.session_id == unknown
+
+
+@pytest.mark.parametrize("title", ["Brand New Title", None, "Seed Title #2"])
+def test_set_title_of_unknown_session_returns_false(seeded: SessionDB, title: str | None) -> None:
+    for unknown in unknown_ids(seeded):
+        before = snapshot(seeded)
+        assert seeded.set_session_title(unknown, title) is False
+        assert snapshot(seeded) == before
 
 
 @pytest.mark.parametrize("unknown", UNKNOWN_IDS)

@@ -221,15 +221,38 @@ def test_default_store_is_hermes_home_then_hermes_store_url(
 # ----------------------------------------------------------------------
 # reading
 # ----------------------------------------------------------------------
-def test_sessions_lists_newest_first_with_filters(cli: Run, store: Path) -> None:
-    rows = as_json(cli("sessions", "--db", str(store), "--json", "--limit", "4"))
-    assert [r["id"] for r in rows] == ["recent", "other", "grandchild", "child"]
-    assert rows[3]["preview"] == "docker works after the prune" and rows[3]["message_count"] == 1
-    assert "last_active" in rows[0]
+def test_sessions_lists_conversations_newest_first_with_filters(cli: Run, store: Path) -> None:
+    rows = as_json(cli("sessions", "--db", str(store), "--json"))
+    assert [r["id"] for r in rows] == ["recent", "other", "root"]  # children hidden
+    assert rows[2]["preview"] == "My docker build fails [bold]loudly[/bold]"
+    assert rows[2]["message_count"] == 3 and "last_active" in rows[0]
+    every = as_json(cli("sessions", "--db", str(store), "--json", "--include-children"))
+    assert [r["id"] for r in every] == ["recent", "other", "grandchild", "child", "root"]
     table = ok(cli("sessions", "--db", str(store), "--source", "cli", "--offset", "1")).stdout
-    for text in ("last active", "Fix Docker Build #2", "model-a", "My docker build fails"):
+    for text in ("last active", "Fix Docker Build", "model-a", "My docker build fails"):
         assert text in table
-    assert "recent" not in table and "telegram" not in table
+    assert "recent" not in table and "discord" not in table
+    kept = as_json(cli("sessions", "--db", str(store), "--json", "--exclude-source", "cli"))
+    assert [r["id"] for r in kept] == ["other"]
+
+
+def test_sessions_lists_a_compressed_conversation_under_its_tip(cli: Run, db_path: Path) -> None:
+    with SessionDB(db_path, clock=Clock(OLD)) as db:
+        db.create_session("first", "cli")
+        db.append_message("first", "user", "where it began")
+        db.end_session("first", "compression")
+        db.create_session("tip", "cli", parent_session_id="first")
+        db.append_message("tip", "user", "where it is now")
+    (row,) = as_json(cli("sessions", "--db", str(db_path), "--json"))
+    assert (row["id"], row["_lineage_root_id"], row["preview"]) == (
+        "tip",
+        "first",
+        "where it is now",
+    )
+    (raw,) = as_json(cli("sessions", "--db", str(db_path), "--json", "--no-tips"))
+    assert (raw["id"], raw["preview"]) == ("first", "where it began")
+    table = ok(cli("sessions", "--db", str(db_path))).stdout
+    assert "tip" in table and "where it is now" in table and "where it began" not in table
 
 
 def test_show_prints_a_session_and_its_messages(cli: Run, store: Path) -> None:

@@ -210,18 +210,6 @@ def test_create_session_with_parent_records_lineage(db: SessionDB) -> None:
     assert db.get_session("parent")["parent_session_id"] is None
 
 
-def test_duplicate_id_raises_session_exists_and_changes_nothing(db: SessionDB) -> None:
-    db.create_session("dup", "cli", model="first", system_prompt="original")
-    db.append_message("dup", "user", "hello")
-    before = db.get_session("dup")
-    with pytest.raises(SessionExistsError) as caught:
-        db.create_session("dup", "telegram", model="second", system_prompt="replaced")
-    assert isinstance(caught.value, ValueError)
-    assert db.get_session("dup") == before
-    assert db.session_count() == 1
-    assert raw_message_count(db, "dup") == 1
-
-
 def test_parent_pointing_nowhere_is_invalid_input(db: SessionDB) -> None:
     with pytest.raises(InvalidInputError) as caught:
         db.create_session("orphan", "cli", parent_session_id="no-such-parent")
@@ -326,7 +314,9 @@ def test_update_token_counts_adds_costs_when_given_and_keeps_them_when_none(
     assert session["input_tokens"] == 6
 
 
-def test_update_token_counts_replaces_labels_when_given(db: SessionDB) -> None:
+def test_update_token_counts_replaces_cost_labels_and_keeps_the_first_route(
+    db: SessionDB,
+) -> None:
     db.create_session("labels", "cli")
     first = {
         "cost_status": "estimated",
@@ -349,10 +339,14 @@ def test_update_token_counts_replaces_labels_when_given(db: SessionDB) -> None:
     }
     db.update_token_counts("labels", **second)
     session = db.get_session("labels")
-    assert {k: session[k] for k in second} == second
+    expected = {
+        **first,
+        **{k: second[k] for k in ("cost_status", "cost_source", "pricing_version")},
+    }
+    assert {k: session[k] for k in second} == expected  # the route stays the first one
     db.update_token_counts("labels", input_tokens=1)  # labels None: kept
     session = db.get_session("labels")
-    assert {k: session[k] for k in second} == second
+    assert {k: session[k] for k in second} == expected
 
 
 def test_update_token_counts_fills_model_only_when_null(db: SessionDB) -> None:
@@ -916,8 +910,7 @@ def test_list_sessions_rich_preview_and_last_active(db: SessionDB, clock: Any) -
     rows = db.list_sessions_rich()
     assert [r["id"] for r in rows] == ["silent", "rich"]
     by_id = {r["id"]: r for r in rows}
-    assert by_id["rich"]["preview"] == first_user[:63]
-    assert len(by_id["rich"]["preview"]) == 63
+    assert by_id["rich"]["preview"] == first_user[:60] + "..."  # the old class's cut
     last = next(m for m in db.get_messages("rich") if m["id"] == last_id)
     assert by_id["rich"]["last_active"] == last["timestamp"]
     assert by_id["silent"]["preview"] == ""
@@ -931,6 +924,20 @@ def test_list_sessions_rich_short_preview_is_whole_message(db: SessionDB) -> Non
     db.create_session("short", "cli")
     db.append_message("short", "user", "hi")
     assert db.list_sessions_rich()[0]["preview"] == "hi"
+
+
+def test_the_documented_recent_query_stays_on_the_repository(db: SessionDB) -> None:
+    """``uow.sessions.recent`` is the document's SQL: every session, the raw 63 characters."""
+    db.create_session("root", "cli")
+    first_user = "line one\n" + "x" * 70
+    db.append_message("root", "user", first_user)
+    db.end_session("root", "compression")
+    db.create_session("child", "cli", parent_session_id="root")
+    with db.store.read() as uow:
+        rows = uow.sessions.recent(source=None, limit=20, offset=0)
+    assert [r["id"] for r in rows] == ["child", "root"]
+    assert rows[1]["preview"] == first_user[:63]
+    assert [r["id"] for r in db.list_sessions_rich()] == ["child"]  # the old class's view
 
 
 def test_session_count_and_message_count(db: SessionDB) -> None:

@@ -13,7 +13,6 @@ import pytest
 from hermes_store import (
     InvalidInputError,
     SessionDB,
-    SessionNotFoundError,
     TitleConflictError,
 )
 from hermes_store.titles import MAX_TITLE_LENGTH, clean_title
@@ -168,14 +167,25 @@ def test_null_titles_may_repeat(db: SessionDB) -> None:
     assert raw_titles(db) == {"s0": "Only Titled", "s1": None, "s2": None, "s3": None}
 
 
-def test_set_title_of_unknown_session(db: SessionDB) -> None:
+def test_set_title_of_unknown_session_returns_false(db: SessionDB) -> None:
+    """As in the old class: False, not an exception, and nothing written."""
     db.create_session("real", "cli")
-    with pytest.raises(SessionNotFoundError):
-        db.set_session_title("ghost", "Anything")
-    with pytest.raises(SessionNotFoundError):
-        db.set_session_title("ghost", None)
+    assert db.set_session_title("ghost", "Anything") is False
+    assert db.set_session_title("ghost", None) is False
     assert raw_titles(db) == {"real": None}
     assert db.get_session_title("ghost") is None
+
+
+def test_set_title_of_unknown_session_still_raises_for_a_bad_or_taken_title(
+    db: SessionDB,
+) -> None:
+    db.create_session("real", "cli")
+    db.set_session_title("real", "Taken")
+    with pytest.raises(TitleConflictError):
+        db.set_session_title("ghost", "Taken")
+    with pytest.raises(InvalidInputError, match="too long"):
+        db.set_session_title("ghost", "x" * (MAX_TITLE_LENGTH + 1))
+    assert raw_titles(db) == {"real": "Taken"}
 
 
 def test_get_session_by_title(db: SessionDB) -> None:

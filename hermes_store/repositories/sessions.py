@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -21,12 +22,15 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import update as sql_update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
 from ..layout import STANDARD, Layout
 from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
+from . import listing as _listing
 from .agent_guards import refuse_broken_deletes
 from .shapes import session_columns, sessions_from, shadowed, writable_sessions
 
@@ -41,14 +45,12 @@ TOKEN_COUNTERS = (
     "reasoning_tokens",
 )
 COST_FIELDS = ("estimated_cost_usd", "actual_cost_usd")
-BILLING_LABELS = (
-    "cost_status",
-    "cost_source",
-    "pricing_version",
-    "billing_provider",
-    "billing_base_url",
-    "billing_mode",
-)
+COST_LABELS = ("cost_status", "cost_source", "pricing_version")
+"""What the latest usage report says about the cost: given values replace the stored ones."""
+ROUTE_LABELS = ("billing_provider", "billing_base_url", "billing_mode")
+"""Where the session is billed: filled in once, then kept, like ``model`` (the old class's
+``COALESCE(billing_provider, ?)``): one row cannot stand for usage on several providers."""
+BILLING_LABELS = COST_LABELS + ROUTE_LABELS
 
 
 def _p(name: str, type_: Any = None) -> BindParameter[Any]:
@@ -66,14 +68,26 @@ def _by_id() -> Any:
 
 
 def _add_if_given(name: str) -> Any:
-    """Costs are NULL until known; adding an unknown (None) cost leaves them as they are."""
+    """A cost that stays NULL until known; adding an unknown (None) one leaves it as it is."""
     # A CAST, because PostgreSQL cannot type a bare ``$n IS NULL`` parameter.
     given = cast(_p(name), FLOAT)
     return case((given.is_(None), S.c[name]), else_=func.coalesce(S.c[name], 0) + given)
 
 
+_SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_session_id")
 _EXISTS = Prepared(text("SELECT id FROM sessions WHERE id = :p_id"))
-_END = _by_id().values(ended_at=_p("at"), end_reason=_p("reason"))
+# The sessions an id prefix may name, two at most (two already means ambiguous). On SQLite
+# the ids starting with a prefix are the run of ids that sort right from it (BINARY
+# collation compares the UTF-8 bytes, NULs included), so the primary key index yields the
+# first two and the caller keeps those that do start with it; LIKE would fold ASCII case
+# and stop at a NUL. PostgreSQL sorts by the database's collation, so there starts_with
+# tests each id (one scan of the ids, fine at 50,000 sessions).
+_PREFIX_CANDIDATES = {
+    "sqlite": text("SELECT id FROM sessions WHERE id >= :p_prefix ORDER BY id LIMIT 2"),
+    "postgresql": text("SELECT id FROM sessions WHERE starts_with(id, :p_prefix) LIMIT 2"),
+}
+# Only an open session is ended: the first end (time and reason) stays, as in the old code.
+_END = _by_id().where(S.c.ended_at.is_(None)).values(ended_at=_p("at"), end_reason=_p("reason"))
 _REOPEN = _by_id().values(ended_at=None, end_reason=None)
 _SET_PROMPT = _by_id().values(system_prompt=_p("prompt"))
 _SET_TITLE = _by_id().values(title=_p("title"))
@@ -84,17 +98,26 @@ _BUMP_COUNTERS = Prepared(
     )
 )
 _SET_COUNTERS = _by_id().values(message_count=_p("messages"), tool_call_count=_p("tool_calls"))
+# The usage report, as the old class wrote it: the estimated cost counts a missing figure
+# as 0 (so it is a number once any usage was recorded), the actual cost only changes when
+# given, cost labels follow the latest report, the model and the route the first one.
+_LABELS = {
+    "model": func.coalesce(S.c.model, _p("model", Text)),
+    **{name: func.coalesce(_p(name, Text), S.c[name]) for name in COST_LABELS},
+    **{name: func.coalesce(S.c[name], _p(name, Text)) for name in ROUTE_LABELS},
+}
 _ADD_USAGE = _by_id().values(
-    model=func.coalesce(S.c.model, _p("model", Text)),
     **{name: func.coalesce(S.c[name], 0) + _p(name, Integer) for name in TOKEN_COUNTERS},
-    **{name: _add_if_given(name) for name in COST_FIELDS},
-    **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},
+    estimated_cost_usd=func.coalesce(S.c.estimated_cost_usd, 0)
+    + func.coalesce(_p("estimated_cost_usd", FLOAT), 0),
+    actual_cost_usd=_add_if_given("actual_cost_usd"),
+    **_LABELS,
 )
 _SET_USAGE = _by_id().values(
-    model=func.coalesce(S.c.model, _p("model", Text)),
     **{name: _p(name, Integer) for name in TOKEN_COUNTERS},
-    **{name: func.coalesce(_p(name, FLOAT), S.c[name]) for name in COST_FIELDS},
-    **{name: func.coalesce(_p(name, Text), S.c[name]) for name in BILLING_LABELS},
+    estimated_cost_usd=func.coalesce(_p("estimated_cost_usd", FLOAT), 0),
+    actual_cost_usd=func.coalesce(_p("actual_cost_usd", FLOAT), S.c.actual_cost_usd),
+    **_LABELS,
 )
 _TITLE_OWNER = "SELECT id FROM sessions WHERE title = :p_title AND id != :p_id"
 _TITLE_FAMILY = (
@@ -196,8 +219,23 @@ class _Reads:
     tokens_by_model: Any
     top_by_tokens: Any
     insert: Any
+    insert_if_absent: dict[str, Any]
+    """By dialect: the INSERT with ``ON CONFLICT (id) DO NOTHING`` (same SQL on both)."""
     system_prompts: bool
     """Prompts are kept in ``system_prompts`` by hash (the agent's v25 files)."""
+
+
+def _insert_if_absent(writable: Any) -> dict[str, Any]:
+    """The old code's INSERT OR IGNORE as both backends take it.
+
+    A second create of an id changes nothing, even when two writers race:
+    PostgreSQL's READ COMMITTED lets both pass an existence check, and the
+    primary key then decides without an error.
+    """
+    return {
+        "sqlite": sqlite_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
+        "postgresql": pg_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
+    }
 
 
 @lru_cache(maxsize=16)
@@ -231,6 +269,7 @@ def _reads_for(layout: Layout) -> _Reads:
         tokens_by_model=read(_TOKENS_BY_MODEL),
         top_by_tokens=read(_TOP_BY_TOKENS),
         insert=insert(writable),
+        insert_if_absent=_insert_if_absent(writable),
         system_prompts=layout.system_prompts,
     )
 
@@ -288,9 +327,31 @@ class SessionRepository:
 
     # -- lifecycle -------------------------------------------------------
     def add(self, **values: Any) -> None:
+        """Insert a session row; an id already taken is an IntegrityError (imports, copies)."""
         if self._r.system_prompts:
             values = {**values, **self._prompt_by_hash(values.get("system_prompt"))}
         self._c.execute(self._r.insert, values)
+
+    def add_if_absent(self, session_id: str, source: str, started_at: float, **fields: Any) -> bool:
+        """Insert a session unless its id is taken; True if this call created it.
+
+        The first write wins, as with the old store's ``INSERT OR IGNORE``:
+        an existing row keeps every value it had. ``fields`` are any of
+        user_id, model, model_config, system_prompt, parent_session_id
+        (the others start NULL or at their defaults).
+        """
+        unknown = fields.keys() - set(_SESSION_FIELDS)
+        if unknown:
+            raise TypeError(f"add_if_absent got unknown fields: {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {name: fields.get(name) for name in _SESSION_FIELDS}
+        values.update(id=session_id, source=source, started_at=started_at)
+        if self._r.system_prompts:
+            values.update(self._prompt_by_hash(values["system_prompt"]))
+        statement = self._r.insert_if_absent[self._c.dialect.name]
+        created = self._changed(statement, values)
+        if not created and self._r.system_prompts:
+            self._c.execute(_DROP_UNUSED_PROMPTS)  # the prompt stored for a row not written
+        return created
 
     def get(self, session_id: str) -> dict[str, Any] | None:
         return self._r.get.first(self._c, {"p_id": session_id})
@@ -298,8 +359,33 @@ class SessionRepository:
     def exists(self, session_id: str) -> bool:
         return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
 
+    def resolve_id(self, id_or_prefix: str) -> str | None:
+        """The exact id, else the one session whose id starts with the prefix, else None.
+
+        None also when the prefix is ambiguous. The prefix is literal and
+        case-sensitive (``%``, ``_``, ``\\`` are plain characters), on both
+        backends; the empty prefix names the only session of a store that
+        has exactly one.
+        """
+        if self.exists(id_or_prefix):
+            return id_or_prefix
+        statement = _PREFIX_CANDIDATES[self._c.dialect.name]
+        found = [
+            session_id
+            for session_id in self._c.execute(statement, {"p_prefix": id_or_prefix}).scalars()
+            if session_id.startswith(id_or_prefix)
+        ]
+        return found[0] if len(found) == 1 else None
+
     def end(self, session_id: str, ended_at: float, end_reason: str | None) -> bool:
-        return self._changed(_END, {"p_id": session_id, "p_at": ended_at, "p_reason": end_reason})
+        """End an open session; an ended one keeps its first ``ended_at`` and ``end_reason``.
+
+        A compression split must stay marked ``compression`` even when a
+        stale caller ends the same id again later; ``reopen`` first to end it
+        anew. Returns False only when the session is unknown.
+        """
+        params = {"p_id": session_id, "p_at": ended_at, "p_reason": end_reason}
+        return self._changed(_END, params) or self.exists(session_id)
 
     def reopen(self, session_id: str) -> bool:
         return self._changed(_REOPEN, {"p_id": session_id})
@@ -359,8 +445,10 @@ class SessionRepository:
         """Add ``usage`` to the counters (or set them, ``absolute=True``) in one UPDATE.
 
         ``usage`` carries every name of TOKEN_COUNTERS, COST_FIELDS,
-        BILLING_LABELS and ``model``; None means "not reported" for costs and
-        labels, which keeps the stored value.
+        BILLING_LABELS and ``model``; None means "not reported". Then the
+        estimated cost counts 0 (added, or set with ``absolute``), the
+        actual cost and the cost labels keep their stored values; ``model``
+        and the route labels are only ever filled in where NULL.
         """
         params = {f"p_{name}": value for name, value in usage.items()}
         params["p_id"] = session_id
@@ -397,6 +485,47 @@ class SessionRepository:
         """Newest sessions first, with the first user message's 63-character preview."""
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
         return self._rows(self._r.recent, params)
+
+    def listing(
+        self,
+        *,
+        source: str | None = None,
+        exclude_sources: Sequence[str] = (),
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
+    ) -> list[dict[str, Any]]:
+        """The old class's listing: one entry per conversation, newest start first.
+
+        Rows carry ``preview`` (first user message, one line, 60 characters
+        and ``...``) and ``last_active``; children are left out unless
+        ``include_children``; a compression root is shown as its tip (see
+        :mod:`~hermes_store.repositories.listing`) unless
+        ``project_compression_tips`` is False or children are included.
+        ``limit`` and ``offset`` count the listed entries.
+        """
+        rows = _listing.page(
+            self._c,
+            self._layout,
+            source=source,
+            exclude_sources=exclude_sources,
+            limit=limit,
+            offset=offset,
+            include_children=include_children,
+        )
+        roots = _listing.compression_roots(rows)
+        if not project_compression_tips or include_children or not roots:
+            return rows
+        return _listing.project(rows, _listing.tip_rows(self._c, self._layout, roots))
+
+    def compression_tip(self, session_id: str) -> str:
+        """The newest compression continuation of ``session_id``, else ``session_id`` itself.
+
+        Followed from session to session (at most 100 steps); an unknown id
+        is its own tip.
+        """
+        return _listing.tip_ids(self._c, self._layout, [session_id]).get(session_id, session_id)
 
     def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
         """One page of sessions, newest first (``all`` gives every one, unpaged)."""

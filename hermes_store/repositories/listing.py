@@ -1,0 +1,270 @@
+"""The session listing as the old class shows it: one entry per conversation.
+
+The design document's "recent sessions" query lists every session with the
+raw first 63 characters of its first user message. The old class, whose
+listing dashboards and ``/resume`` pickers were written against, shows less
+and means more:
+
+* child sessions (delegate subagents, branches, compression continuations)
+  are hidden unless asked for;
+* a conversation that context compression split into a chain of sessions is
+  listed once, under its newest continuation (the *tip*): the tip's id,
+  title, counters, preview and activity, the root's start time and place in
+  the order;
+* ``preview`` has ``\\n`` and ``\\r`` replaced by spaces, is stripped, and is
+  cut to 60 characters plus ``...`` when longer.
+
+A compression continuation is a child whose parent ended with
+``end_reason = 'compression'`` and that started at or after the parent's
+``ended_at``; children started while the parent was live (subagents,
+branches) are not. Following the newest continuation from session to session
+gives the tip; the walk stops after 100 steps, as the old code's did.
+
+A page costs two statements, whatever its size: the page of root rows, then
+(only if the page holds compression roots) one recursive query that walks all
+their chains and returns the tips' rows. Both run off the indexes on
+``started_at``, ``parent_session_id`` and ``messages(session_id, timestamp)``,
+so a page stays a few milliseconds at 50,000 sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Integer, Text, bindparam, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import TextClause
+
+from ..layout import Layout
+from .shapes import session_columns, sessions_from, shadowed
+
+PREVIEW_CHARS = 60
+"""How much of the first user message a listing shows; ``...`` marks that there is more."""
+MAX_CHAIN_STEPS = 100
+"""How far the tip walk follows continuations (the old code's bound: deeper is a loop)."""
+COMPRESSION = "compression"
+
+# The columns of a listed session: the documented row (shaped for the file: see
+# repositories.shapes), its preview's raw text and its last activity.
+# The old code's preview is SUBSTR(REPLACE(REPLACE(content, LF, ' '), CR, ' '), 1, 63);
+# replacing after the cut gives the same text without rewriting the whole message. LF and
+# CR are parameters because the two backends spell those characters differently in SQL.
+_LISTED_COLUMNS = """
+    {columns},
+    COALESCE(
+        (SELECT REPLACE(REPLACE(SUBSTR(m.content, 1, 63), :p_lf, ' '), :p_cr, ' ')
+         FROM messages m
+         WHERE m.session_id = s.id AND m.role = 'user' AND m.content IS NOT NULL
+         ORDER BY m.timestamp, m.id LIMIT 1),
+        ''
+    ) AS preview,
+    COALESCE(
+        (SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id),
+        s.started_at
+    ) AS last_active
+"""
+_NEWLINES = {"p_lf": "\n", "p_cr": "\r"}
+_PREVIEW_PARAMS = (bindparam("p_lf", type_=Text), bindparam("p_cr", type_=Text))
+
+# Each root's chain of compression continuations, one newest child per step (ties on
+# started_at go to the larger id, so every step has one row), and the tip: its last step.
+_CHAINS = """
+WITH RECURSIVE chain(root_id, id, depth) AS (
+    SELECT id, id, 0 FROM sessions WHERE id IN :p_roots
+    UNION ALL
+    SELECT chain.root_id, child.id, chain.depth + 1
+    FROM chain
+    JOIN sessions parent ON parent.id = chain.id
+    JOIN sessions child ON child.parent_session_id = parent.id
+    WHERE parent.end_reason = 'compression'
+      AND child.started_at >= parent.ended_at
+      AND chain.depth < :p_max_steps
+      AND NOT EXISTS (
+          SELECT 1 FROM sessions newer
+          WHERE newer.parent_session_id = parent.id
+            AND (newer.started_at > child.started_at
+                 OR (newer.started_at = child.started_at AND newer.id > child.id))
+      )
+),
+tip AS (
+    SELECT root_id, id FROM chain
+    WHERE depth = (SELECT MAX(c.depth) FROM chain c WHERE c.root_id = chain.root_id)
+)
+"""
+_CHAIN_PARAMS = (
+    bindparam("p_roots", expanding=True),
+    bindparam("p_max_steps", type_=Integer),
+)
+
+
+@lru_cache(maxsize=16)
+def _tip_ids_statement(layout: Layout) -> TextClause:
+    """Each given root and its tip (itself when it has no continuation)."""
+    sql = _CHAINS + "SELECT root_id, id FROM tip"
+    return text(shadowed(sql, layout)).bindparams(*_CHAIN_PARAMS)
+
+
+@lru_cache(maxsize=16)
+def _listed_columns(layout: Layout) -> str:
+    return _LISTED_COLUMNS.format(columns=session_columns(layout))
+
+
+@lru_cache(maxsize=16)
+def _tip_rows_statement(layout: Layout) -> TextClause:
+    """The listed rows of the tips of the given roots that have a continuation."""
+    sql = f"""{_CHAINS}
+        SELECT tip.root_id AS lineage_root_id, {_listed_columns(layout)}
+        FROM {sessions_from(layout)}
+        JOIN tip ON tip.id = s.id
+        WHERE tip.id <> tip.root_id
+        """
+    return text(shadowed(sql, layout)).bindparams(*_CHAIN_PARAMS, *_PREVIEW_PARAMS)
+
+
+TIP_FIELDS = (
+    "id",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "title",
+    "last_active",
+    "preview",
+    "model",
+    "system_prompt",
+)
+"""What a listed conversation shows of its tip; every other field is the root's."""
+LINEAGE_ROOT_KEY = "_lineage_root_id"
+"""Set on a projected entry only: the id of the session the conversation started as."""
+
+
+# "Roots only" as each backend plans it well. SQLite keeps no statistics on a file the
+# agent never ANALYZEs, so it would look "parent_session_id IS NULL" up in
+# idx_sessions_parent -- nearly every session -- and sort them all; the unary + (SQLite's
+# documented way to keep a term off an index) makes it walk idx_sessions_started newest
+# first and stop at the page (0.2 ms instead of 150 ms at 50,000 sessions). PostgreSQL has
+# statistics and no unary + for text.
+_ROOTS_ONLY = {
+    "sqlite": "+s.parent_session_id IS NULL",
+    "postgresql": "s.parent_session_id IS NULL",
+}
+
+
+@lru_cache(maxsize=64)
+def _page_statement(
+    layout: Layout, dialect: str, roots_only: bool, by_source: bool, excluding: bool
+) -> TextClause:
+    """The page of listed sessions, newest start first, for one combination of filters.
+
+    The page's ids are chosen first and only its rows get a preview and a
+    last activity: a filter that the planner answers from an index and a
+    sort (one source of many) then sorts ids, not correlated subqueries.
+    """
+    conditions = []
+    params = list(_PREVIEW_PARAMS)
+    if roots_only:
+        conditions.append(_ROOTS_ONLY[dialect])
+    if by_source:
+        conditions.append("s.source = :p_source")
+        params.append(bindparam("p_source", type_=Text))
+    if excluding:
+        conditions.append("s.source NOT IN :p_excluded")
+        params.append(bindparam("p_excluded", expanding=True))
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    sql = f"""
+        SELECT {_listed_columns(layout)}
+        FROM {sessions_from(layout)}
+        JOIN (
+            SELECT s.id FROM sessions s
+            {where}
+            ORDER BY s.started_at DESC
+            LIMIT :p_limit OFFSET :p_offset
+        ) page ON page.id = s.id
+        ORDER BY s.started_at DESC
+        """
+    return text(shadowed(sql, layout)).bindparams(*params)
+
+
+def finish_preview(raw: str) -> str:
+    """The old listing's preview from its raw cut (newlines already spaces).
+
+    Stripped, then 60 characters and ``...`` when the stripped cut is longer.
+    The cut is the first 63 characters, taken before stripping, exactly as
+    the old code did; so leading or trailing blanks around the 60th
+    character can hide that a long message goes on.
+    """
+    stripped = raw.strip()
+    if len(stripped) > PREVIEW_CHARS:
+        return stripped[:PREVIEW_CHARS] + "..."
+    return stripped
+
+
+def _finished(row: Mapping[str, Any]) -> dict[str, Any]:
+    listed = dict(row)
+    listed["preview"] = finish_preview(listed["preview"])
+    return listed
+
+
+def page(
+    connection: Connection,
+    layout: Layout,
+    *,
+    source: str | None,
+    exclude_sources: Sequence[str],
+    limit: int,
+    offset: int,
+    include_children: bool,
+) -> list[dict[str, Any]]:
+    """One page of listed sessions (previews finished), before any projection."""
+    statement = _page_statement(
+        layout,
+        connection.dialect.name,
+        not include_children,
+        source is not None,
+        bool(exclude_sources),
+    )
+    params: dict[str, Any] = {**_NEWLINES, "p_limit": limit, "p_offset": offset}
+    if source is not None:
+        params["p_source"] = source
+    if exclude_sources:
+        params["p_excluded"] = list(exclude_sources)
+    return [_finished(row) for row in connection.execute(statement, params).mappings()]
+
+
+def tip_ids(connection: Connection, layout: Layout, session_ids: Iterable[str]) -> dict[str, str]:
+    """``{session id: its compression tip}`` for each id that exists (itself when no chain)."""
+    params = {"p_roots": list(session_ids), "p_max_steps": MAX_CHAIN_STEPS}
+    statement = _tip_ids_statement(layout)
+    return {root: tip for root, tip in connection.execute(statement, params)}
+
+
+def tip_rows(
+    connection: Connection, layout: Layout, root_ids: Iterable[str]
+) -> dict[str, dict[str, Any]]:
+    """``{root id: the listed row of its tip}`` for the roots that have a continuation."""
+    params = {**_NEWLINES, "p_roots": list(root_ids), "p_max_steps": MAX_CHAIN_STEPS}
+    rows = connection.execute(_tip_rows_statement(layout), params).mappings()
+    return {row["lineage_root_id"]: _finished(row) for row in rows}
+
+
+def project(
+    listed: Sequence[dict[str, Any]], tips: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each compression root of ``listed`` shown as its tip; every other row as it is."""
+    projected = []
+    for row in listed:
+        tip = tips.get(row["id"]) if row.get("end_reason") == COMPRESSION else None
+        if tip is None:
+            projected.append(row)
+            continue
+        merged = {**row, **{key: tip[key] for key in TIP_FIELDS}}
+        merged[LINEAGE_ROOT_KEY] = row["id"]
+        projected.append(merged)
+    return projected
+
+
+def compression_roots(listed: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The ids of the listed rows that ended by compression (candidates for a tip)."""
+    return [row["id"] for row in listed if row.get("end_reason") == COMPRESSION]
