@@ -70,6 +70,12 @@ class FtsIndex:
     which an inline table rejects: every DELETE of a message fails (agent v10)."""
     skips_tool_rows: bool = False
     """Its content view leaves out ``role = 'tool'`` rows (agent v23+ trigram and cjk)."""
+    inline_values: str | None = None
+    """For an inline table: what its insert trigger stores, over the ``messages`` row
+    (``COALESCE(content, '') || ' ' || ...`` for the agent's v10/v11); None otherwise."""
+    gated_by: tuple[str, str] | None = None
+    """The ``state_meta`` keys (high water, progress) its triggers are gated on while the
+    agent rebuilds it in the background (v23+); None for ungated triggers."""
 
     @property
     def external(self) -> bool:
@@ -79,6 +85,33 @@ class FtsIndex:
     def integrity_check_sql(self) -> str:
         """FTS5's own check; ``rank = 1`` also compares an external index with its content."""
         return f"INSERT INTO {self.name}({self.name}, rank) VALUES ('integrity-check', 1)"
+
+    def rebuild_statements(self) -> list[str]:
+        """Statements that rebuild the index from ``messages``, the way its owner fills it.
+
+        External content: FTS5's ``'rebuild'`` (reads the content table or view).
+        Inline: emptied and filled again with what its insert trigger stores.
+        Either way, the agent's background-rebuild markers are cleared after it,
+        as its own rebuild clears them (a rebuilt index holds every row; the
+        agent's backfill would otherwise insert rows a second time).
+        """
+        if self.external:
+            statements = [f"INSERT INTO {self.name}({self.name}) VALUES ('rebuild')"]
+        elif self.inline_values is not None:
+            statements = [
+                f"DELETE FROM {self.name}",
+                f"INSERT INTO {self.name}(rowid, {self.columns[0]}) "
+                f"SELECT id, {self.inline_values} FROM messages",
+            ]
+        else:
+            raise SchemaError(
+                f"{self.name} is an inline FTS5 table filled by no trigger this store "
+                "recognises: it cannot be rebuilt here"
+            )
+        if self.gated_by is not None:
+            keys = ", ".join(f"'{key}'" for key in self.gated_by)
+            statements.append(f"DELETE FROM state_meta WHERE key IN ({keys})")
+        return statements
 
 
 @dataclass(frozen=True)
@@ -283,6 +316,8 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
             deletes_fail=not index.external and any(_DELETE_COMMAND.search(sql) for sql in writers),
             skips_tool_rows=index.content in views
             and _SKIPS_TOOL_ROWS.search(views[index.content or ""]) is not None,
+            inline_values=None if index.external else _inline_values(name, writers),
+            gated_by=_gate_keys(writers),
         )
         indexes[name] = index
     cjk_live = tuple(sorted(name for name, sql in triggers.items() if _writes(sql, CJK_INDEX)))
@@ -300,6 +335,32 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         system_prompts="system_prompts" in tables and "system_prompt_hash" in columns["sessions"],
         compression_locks="compression_locks" in tables,
     )
+
+
+_INLINE_INSERT = (
+    r"insert\s+into\s+{table}\s*\(\s*rowid\s*,\s*\w+\s*\)\s*"
+    r"values\s*\(\s*new\.id\s*,(?P<values>.*)\)\s*;\s*end\s*$"
+)
+_GATE_KEY = re.compile(r"key\s*=\s*'(fts\w*_rebuild_(?:high_water|progress))'", re.IGNORECASE)
+
+
+def _inline_values(table: str, writers: list[str]) -> str | None:
+    """The expression an inline table's AFTER INSERT trigger stores, over ``messages``."""
+    pattern = re.compile(_INLINE_INSERT.format(table=table), re.IGNORECASE | re.DOTALL)
+    for sql in writers:
+        if re.search(r"after\s+insert", sql, re.IGNORECASE):
+            found = pattern.search(sql.strip())
+            if found:
+                return re.sub(r"\bnew\.", "", found.group("values").strip())
+    return None
+
+
+def _gate_keys(writers: list[str]) -> tuple[str, str] | None:
+    """The ``state_meta`` keys an index's triggers are gated on, if they are."""
+    keys = sorted({key for sql in writers for key in _GATE_KEY.findall(sql)})
+    high = [key for key in keys if key.endswith("high_water")]
+    progress = [key for key in keys if key.endswith("progress")]
+    return (high[0], progress[0]) if high and progress else None
 
 
 def _writes(trigger_sql: str, table: str) -> bool:
