@@ -16,12 +16,14 @@ through :class:`SqliteRules`, which each connection carries:
   budget runs out -- jitter breaks the convoy of writers retrying in step;
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
   never blocks, so the ``-wal`` file does not grow without bound (run by the
-  unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`).
+  unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`;
+  a checkpoint that fails is logged and retried, and never fails the write).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import sqlite3
 import time
@@ -41,6 +43,7 @@ PATIENCE_OPTION = "hermes_patience"
 """Execution option: seconds this transaction may wait for the write lock."""
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_log = logging.getLogger(__name__)
 _SQLITE_RULES = "hermes_sqlite_rules"
 
 
@@ -114,15 +117,18 @@ class _CheckpointClock:
     """Counts write commits across the engine's connections and says when to checkpoint.
 
     ``next`` on an ``itertools.count`` is atomic under the GIL, so threads
-    sharing the engine need no lock for it on every commit.
+    sharing the engine need no lock for it on every commit. A checkpoint that
+    failed is overdue: the next commit tries again instead of waiting for the
+    next multiple, so a disk that has room again gets its WAL moved in soon.
     """
 
     def __init__(self, every: int) -> None:
         self._every = every
         self._commits = itertools.count(1)
+        self.overdue = False
 
     def tick(self) -> bool:
-        return next(self._commits) % self._every == 0
+        return next(self._commits) % self._every == 0 or self.overdue
 
 
 class SqliteRules:
@@ -159,9 +165,29 @@ class SqliteRules:
 
         Run once the transaction has committed (a checkpoint inside it could
         not copy its pages). PASSIVE never waits for readers or writers.
+
+        It never raises: the write is already in the WAL, durable and visible,
+        and a caller told it had failed would write it again. A checkpoint
+        that fails (a full disk, an I/O error) is logged and retried at the
+        next commit; until one succeeds the WAL only grows, which loses nothing.
         """
-        if self._clock.tick():
+        if not self._clock.tick():
+            return
+        try:
             dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as error:
+            if not self._clock.overdue:
+                _log.warning(
+                    "WAL checkpoint of %s failed (%s); the write committed, and the "
+                    "checkpoint is retried after the next commit",
+                    self.database,
+                    error,
+                )
+            self._clock.overdue = True
+            return
+        if self._clock.overdue:
+            _log.info("WAL checkpoint of %s succeeded again", self.database)
+            self._clock.overdue = False
 
 
 def sqlite_rules(connection: Connection) -> SqliteRules | None:
