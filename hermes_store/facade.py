@@ -33,6 +33,7 @@ from .store import Store
 from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
 from .uow import UnitOfWork
 from .validation import (
+    INT64_MAX,
     decode_json,
     int_arg,
     json_arg,
@@ -187,11 +188,11 @@ class SessionDB:
         """
         arguments = locals()
         usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
-        minimum = 0 if absolute else None
+        # Counters only grow: a negative increment would make them disagree with the usage.
         for name in TOKEN_COUNTERS:
-            usage[name] = int_arg(name, arguments[name], minimum=minimum)
+            usage[name] = int_arg(name, arguments[name], minimum=0)
         for name in COST_FIELDS:
-            usage[name] = number_arg(name, arguments[name], optional=True)
+            usage[name] = number_arg(name, arguments[name], optional=True, minimum=0.0)
         for name in BILLING_LABELS:
             usage[name] = text_arg(name, arguments[name], optional=True)
         if not isinstance(absolute, bool):
@@ -555,9 +556,7 @@ class SessionDB:
     @retrying
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted."""
-        days = number_arg("older_than_days", older_than_days)
-        if days < 0:
-            raise InvalidInputError(f"older_than_days must be >= 0, got {older_than_days}")
+        days = number_arg("older_than_days", older_than_days, minimum=0.0)
         text_arg("source", source, optional=True)
         cutoff = self._clock() - days * SECONDS_PER_DAY
         with self._store.write() as uow:
@@ -596,8 +595,9 @@ class SessionDB:
         if type(role) is not str or not role.isascii() or not role.strip():
             role = text_arg(_field_name(index, "role"), role, non_empty=True)
         token_count = get("token_count")
-        if token_count is not None and type(token_count) is not int:
-            token_count = int_arg(_field_name(index, "token_count"), token_count)
+        plain_count = type(token_count) is int and 0 <= token_count <= INT64_MAX
+        if token_count is not None and not plain_count:
+            token_count = int_arg(_field_name(index, "token_count"), token_count, minimum=0)
         row: dict[str, Any] = {
             "session_id": session_id,
             "role": role,

@@ -91,11 +91,12 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
                 "text with a NUL character (U+0000) cannot be stored in or looked up "
                 "from PostgreSQL; nothing was written"
             ) from original
-        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL.
+        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL, and a
+        # DOUBLE PRECISION sum that overflows is refused rather than stored as infinity.
         if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
             raise InvalidInputError(
-                f"a number is out of range for its column on PostgreSQL (INTEGER is 32-bit): "
-                f"{str(original).splitlines()[0]}; nothing was written"
+                f"a number is out of range on PostgreSQL ({str(original).splitlines()[0]}; "
+                "token counters and token_count are INTEGER there, 32-bit); nothing was written"
             ) from original
         # A row lock not granted within lock_timeout: the patience ran out, as on SQLite.
         if getattr(original, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE:

@@ -897,3 +897,81 @@ def test_odd_but_serializable_json_round_trips(seeded: SessionDB) -> None:
     last = seeded.get_messages("s1")[-1]
     assert last["tool_calls"] == calls
     assert last["reasoning_details"] == details
+
+
+# ----------------------------------------------------------------------
+# counters that would go wrong quietly: past 64 (PostgreSQL: 32) bits, not finite, negative
+# ----------------------------------------------------------------------
+TOKEN_COUNTERS = [
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+]
+
+
+def counter_limit(db: SessionDB) -> int:
+    """The largest token counter the backend's column holds (INTEGER: 64 or 32 bits)."""
+    return 2**63 - 1 if db.db_path is not None else 2**31 - 1
+
+
+@pytest.mark.parametrize("counter", TOKEN_COUNTERS)
+def test_a_token_sum_past_the_column_is_refused_and_writes_nothing(
+    seeded: SessionDB, counter: str
+) -> None:
+    # SQLite turned the column into the float 9.223372036854776e18 instead.
+    half = counter_limit(seeded) // 2 + 1
+    seeded.update_token_counts("s2", **{counter: half})
+    error = assert_rejected(seeded, lambda db: db.update_token_counts("s2", **{counter: half}))
+    assert counter in str(error) or "out of range" in str(error)
+    assert seeded.get_session("s2")[counter] == half
+
+
+@pytest.mark.parametrize("cost", ["estimated_cost_usd", "actual_cost_usd"])
+def test_a_cost_sum_that_is_not_finite_is_refused_and_writes_nothing(
+    seeded: SessionDB, cost: str
+) -> None:
+    # SQLite stored inf instead.
+    seeded.update_token_counts("s2", **{cost: 1e308})
+    error = assert_rejected(seeded, lambda db: db.update_token_counts("s2", **{cost: 1e308}))
+    assert cost in str(error) or "out of range" in str(error)
+    assert seeded.get_session("s2")[cost] == 1e308
+
+
+def test_a_counter_at_its_largest_still_takes_zero_and_absolute_values(seeded: SessionDB) -> None:
+    largest = counter_limit(seeded)
+    seeded.update_token_counts("s2", input_tokens=largest, estimated_cost_usd=1e308)
+    seeded.update_token_counts("s2", input_tokens=0, output_tokens=1, estimated_cost_usd=0.0)
+    session = seeded.get_session("s2")
+    assert (session["input_tokens"], session["output_tokens"]) == (largest, 1)
+    assert session["estimated_cost_usd"] == 1e308
+    seeded.update_token_counts("s2", output_tokens=largest, absolute=True)
+    assert seeded.get_session("s2")["output_tokens"] == largest
+
+
+NEGATIVE_COUNTS = [
+    pytest.param(lambda db: db.append_message("s1", "user", "x", token_count=-1), id="token-count"),
+    pytest.param(
+        lambda db: db.append_messages("s1", [{"role": "user", "token_count": -5}]),
+        id="many-token-count",
+    ),
+    *(
+        pytest.param(lambda db, c=c: db.update_token_counts("s1", **{c: -1}), id=f"{c}-increment")
+        for c in TOKEN_COUNTERS
+    ),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", estimated_cost_usd=-0.5), id="estimated-cost"
+    ),
+    pytest.param(lambda db: db.update_token_counts("s1", actual_cost_usd=-1), id="actual-cost"),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", actual_cost_usd=-1.0, absolute=True),
+        id="actual-cost-absolute",
+    ),
+]
+
+
+@pytest.mark.parametrize("call", NEGATIVE_COUNTS)
+def test_negative_token_counts_and_costs_are_invalid_input(seeded: SessionDB, call: Call) -> None:
+    error = assert_rejected(seeded, call)
+    assert ">= 0" in str(error)
