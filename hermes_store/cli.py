@@ -294,7 +294,9 @@ def lineage(
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help='FTS5 query: words, "phrases", OR, NOT, prefix*.')],
+    query: Annotated[
+        str, typer.Argument(help='FTS5 query: words, "phrases", OR, NOT, -word, prefix*.')
+    ],
     source: Annotated[
         list[str] | None, typer.Option("--source", help="Only this source (repeatable).")
     ] = None,

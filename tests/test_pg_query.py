@@ -54,7 +54,11 @@ TRANSLATION_TABLE = [
     ("and or not", "( 'and' & 'or' & 'not' )"),
     ("NEAR(a b)", "( 'NEAR' & 'a' & 'b' )"),
     ("hello AND", "'hello'"),
-    ("NOT x", "'x'"),
+    ("NOT x", ""),
+    ("docker AND NOT kubernetes", "'docker' & !'kubernetes'"),
+    ("docker -kubernetes", "'docker' & !'kubernetes'"),
+    ("a -b c", "( 'a' & 'c' ) & !'b'"),
+    ("a OR NOT b", "'a'"),
     ("修复 café", "( '修复' & 'café' )"),
     ("", ""),
     ("AND OR NOT", ""),
@@ -223,7 +227,18 @@ def _assert_same_matches(
         assert found == expected, (raw, fts5, translate(raw))
 
 
-BASIC_PIECES = [*VOCABULARY, "alp*", "gam*", "alpha*", "AND", "OR", "NOT", "missing"]
+BASIC_PIECES = [
+    *VOCABULARY,
+    "alp*",
+    "gam*",
+    "alpha*",
+    "-beta",
+    "-gam*",
+    "AND",
+    "OR",
+    "NOT",
+    "missing",
+]
 
 
 @settings(
