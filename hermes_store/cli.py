@@ -144,12 +144,7 @@ def _open(target: Target, *, create: bool = False, migrate: bool = True) -> Stor
             "(run 'hermes-store upgrade' to create one, or pass --db)"
         )
     policy = ContentionPolicy(patience_s=target.patience) if target.patience is not None else None
-    try:
-        return Store(target.url, policy=policy, migrate=migrate)
-    except ModuleNotFoundError as error:
-        if (error.name or "").startswith("hermes_store"):
-            raise  # our own packaging problem, not the user's: keep the traceback
-        raise CliError(f"cannot open {target.describe()}: missing driver ({error})") from None
+    return Store(target.url, policy=policy, migrate=migrate)
 
 
 @contextmanager
@@ -171,13 +166,11 @@ def _state(store: Store) -> tuple[int | None, str | None]:
 @app.command()
 def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption = None) -> None:
     """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
-    from .migrate import upgrade_to_head
-
     target = _target(db, url, patience)
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
-        upgrade_to_head(store.engine)
+        store.upgrade_to_head()
         after = _state(store)
     now = f"schema version {after[0]}, revision {after[1]}"
     if not existed or before == (None, None):  # a new file, or an empty server database

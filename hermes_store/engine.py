@@ -34,8 +34,9 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine
 
 from .durability import Durability
-from .errors import StoreLockedError
+from .errors import InvalidInputError, StoreLockedError
 from .location import sqlite_file
+from .validation import int_arg, number_arg
 
 READ_OPTION = "hermes_read"
 """Execution option: the transaction only reads, so it must not take the write lock."""
@@ -63,17 +64,17 @@ class ContentionPolicy:
     checkpoint_every: int = 50
 
     def __post_init__(self) -> None:
-        if self.patience_s < 0:
-            raise ValueError(f"patience_s must be >= 0, got {self.patience_s}")
-        if not 0 <= self.jitter_min_s <= self.jitter_max_s:
-            raise ValueError(
+        # InvalidInputError is a ValueError: a policy that makes no sense opens nothing.
+        number_arg("patience_s", self.patience_s, minimum=0.0)
+        number_arg("jitter_min_s", self.jitter_min_s, minimum=0.0)
+        number_arg("jitter_max_s", self.jitter_max_s, minimum=0.0)
+        if not self.jitter_min_s <= self.jitter_max_s:
+            raise InvalidInputError(
                 f"need 0 <= jitter_min_s <= jitter_max_s, got {self.jitter_min_s}, "
                 f"{self.jitter_max_s}"
             )
-        if self.busy_timeout_ms < 0:
-            raise ValueError(f"busy_timeout_ms must be >= 0, got {self.busy_timeout_ms}")
-        if self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        int_arg("busy_timeout_ms", self.busy_timeout_ms, minimum=0)
+        int_arg("checkpoint_every", self.checkpoint_every, minimum=1)
 
 
 def is_lock_error(error: BaseException) -> bool:

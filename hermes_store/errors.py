@@ -4,6 +4,10 @@ Callers of the old ``sqlite3`` store caught ``ValueError`` for bad titles, so
 input errors stay ``ValueError`` subclasses; a missing session is a
 ``LookupError``; a database that stayed locked is its own kind, because the
 right reaction (retry later, tell the user) differs from a programming error.
+A database that cannot be used (disk full, read-only, server gone) is an
+``OSError`` as the operating system's own errors are; a damaged file is its
+own kind again, because retrying cannot mend it. :mod:`hermes_store.failures`
+turns the drivers' errors into these.
 """
 
 from __future__ import annotations
@@ -51,3 +55,24 @@ class StoreLockedError(StoreError):
 
 class SchemaError(StoreError):
     """The database's schema is one this package cannot read or bring to head."""
+
+
+class StoreUnavailableError(StoreError, OSError):
+    """The database cannot be used as asked right now: I/O error, server gone, cannot open.
+
+    Nothing of the failed call was committed, except when the connection to a
+    server was lost during the COMMIT itself (the message then says so).
+    """
+
+
+class StoreFullError(StoreUnavailableError):
+    """The disk (or the server's) is full; nothing of the failed call was written."""
+
+
+class StoreAccessError(StoreUnavailableError):
+    """This user may not write or change the file: it, its folder or the file system is
+    read-only, or it belongs to another user."""
+
+
+class StoreDamagedError(StoreError):
+    """The file is not a SQLite database, or its pages are damaged: retrying cannot help."""

@@ -27,7 +27,7 @@ from .errors import (
 )
 from .fts_query import query_items, sanitize_fts5_query
 from .postgres import retrying
-from .repositories.search import TRIGRAM_INDEX
+from .repositories.search import TRIGRAM_INDEX, rejected_query
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
 from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
@@ -311,7 +311,7 @@ class SessionDB:
                     f"messages[{index}] must be a dict, got {type(message).__name__}"
                 )
             if not _APPEND_ARGUMENTS.issuperset(message):
-                unknown = sorted(message.keys() - _APPEND_ARGUMENTS, key=str)
+                unknown = sorted(map(repr, message.keys() - _APPEND_ARGUMENTS))
                 raise InvalidInputError(
                     f"messages[{index}] has unknown fields: {', '.join(unknown)}"
                 )
@@ -395,9 +395,8 @@ class SessionDB:
 
         A query the sanitizer cannot rescue, or one the engine still rejects,
         finds nothing rather than raising: search input comes straight from
-        people. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
-        bad tsquery as syntax_error 42601, a ProgrammingError, and one too big
-        to evaluate as 54001, an OperationalError.)
+        people (see :func:`~hermes_store.repositories.search.rejected_query`).
+        A database that fails while searching raises, as anywhere else.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
@@ -414,11 +413,9 @@ class SessionDB:
         with self._store.read() as uow:
             try:
                 matches = self._ranked_matches(uow, query, items, filters)
-            except OperationalError:
-                return []
-            except ProgrammingError as error:
-                if getattr(error.orig, "sqlstate", None) != "42601":
-                    raise
+            except (OperationalError, ProgrammingError) as error:
+                if not rejected_query(error):
+                    raise  # the database failed: that is no "no matches"
                 return []
             for match in matches:
                 match["context"] = uow.search.context(match["session_id"], match["id"])
@@ -438,9 +435,10 @@ class SessionDB:
         if has_cjk(query):
             return self._substring_matches(uow, items, filters, allow_scan=True)
         limit, offset = filters["limit"], filters["offset"]
-        window = {**filters, "limit": offset + limit, "offset": 0}
+        end = min(offset + limit, INT64_MAX)  # a LIMIT is 64-bit, so is the page's end
+        window = {**filters, "limit": end, "offset": 0}
         words = uow.search.match(uow.search.word_query(items), **window)
-        if len(words) == offset + limit:
+        if len(words) == end:
             return words[offset:]
         seen = {match["id"] for match in words}
         substrings = self._substring_matches(uow, items, window, allow_scan=False)

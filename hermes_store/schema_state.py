@@ -9,6 +9,8 @@ there is something to migrate.
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
@@ -63,24 +65,39 @@ def read_state(connection: Connection) -> tuple[int | None, str | None]:
     """(``schema_version``, Alembic revision) as stored; None where absent.
 
     Only reads, so it can run on a ``hermes_read`` connection without taking
-    the write lock.
+    the write lock. A ``schema_version`` that is not a whole number is a
+    :class:`SchemaError`: no program of ours wrote it.
     """
     if connection.dialect.name == "sqlite":
         dbapi_connection = connection.connection.driver_connection
         try:
             version, revision = dbapi_connection.execute(_BOTH_SQLITE).fetchone()
-        except connection.dialect.loaded_dbapi.OperationalError:
-            pass  # a table is missing: an old or empty file, asked table by table below
+        except sqlite3.OperationalError as error:
+            if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_ERROR:
+                raise  # not a missing table: the file itself failed
         else:
-            return (None if version is None else int(version)), revision
+            return _version_number(version), revision
     present = {name for name in _STATE_TABLES if connection.dialect.has_table(connection, name)}
     version = revision = None
     if "schema_version" in present:
-        raw = connection.execute(_VERSION).scalar()
-        version = None if raw is None else int(raw)
+        version = _version_number(connection.execute(_VERSION).scalar())
     if "alembic_version" in present:
         revision = connection.execute(_REVISION).scalar()
     return version, revision
+
+
+def _version_number(raw: object) -> int | None:
+    """The stored ``schema_version`` as an int; SchemaError for ``'abc'`` and the like."""
+    if raw is None:
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    raise SchemaError(
+        f"schema_version holds {raw!r}, not a schema version number: the file was not "
+        "written by the Hermes store (or was changed by hand); refusing to guess its schema"
+    )
 
 
 def check_known(version: int | None, revision: str | None) -> None:

@@ -16,14 +16,18 @@ from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import NoSuchModuleError
 
 from .connections import ThreadConnections
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
+from .errors import InvalidInputError
+from .failures import Failures, missing_driver
 from .location import resolve_url, sqlite_file
 from .private_files import ensure_private_database
 from .schema_state import is_current_on
 from .uow import UnitOfWork
+from .validation import number_arg
 
 
 @lru_cache(maxsize=16)
@@ -55,37 +59,69 @@ class Store:
     ) -> None:
         # Checked before anything is touched: a wrong value creates no file.
         self.durability = Durability.of(durability)
+        if policy is not None and not isinstance(policy, ContentionPolicy):
+            raise InvalidInputError(
+                f"policy must be a ContentionPolicy, got {type(policy).__name__}"
+            )
         self.url: URL = resolve_url(target)
         self.path: Path | None = sqlite_file(self.url)
+        self._failures = Failures.of(self.url)
         if self.path is not None:
-            ensure_private_database(self.path)
+            try:
+                ensure_private_database(self.path)
+            except OSError as error:
+                raise self._failures.from_os(error) from error
         self.policy = policy or ContentionPolicy()
-        self.engine: Engine = _engine_for(self.url, self.policy, self.durability)
+        self.engine: Engine = self._engine()
         self._connections = ThreadConnections(self.engine)
         if migrate:
-            self._bring_to_head()
+            self.upgrade_to_head()
 
-    def _bring_to_head(self) -> None:
-        """Migrate only when the file is not current; the check is one read.
+    def _engine(self) -> Engine:
+        try:
+            return _engine_for(self.url, self.policy, self.durability)
+        except NoSuchModuleError:
+            raise InvalidInputError(
+                f"{self._failures.where}: no database backend {self.url.get_backend_name()!r} "
+                "(hermes_store runs on SQLite and PostgreSQL)"
+            ) from None
+        except ModuleNotFoundError as error:
+            if (error.name or "").startswith("hermes_store"):
+                raise  # our own packaging problem, not the caller's
+            raise missing_driver(self._failures.where, self.url, error) from error
 
-        The read runs on this thread's kept connection, which the caller's
-        first unit of work then reuses. Alembic is imported only when there
-        is something to migrate.
+    def upgrade_to_head(self) -> None:
+        """Migrate only when the database is not current (what opening does by default).
+
+        The check is one read, on this thread's kept connection, which the
+        caller's first unit of work then reuses. Alembic is imported only when
+        there is something to migrate; the upgrade is one write transaction.
         """
         with self.read() as uow:
             current = is_current_on(uow.connection)
-        if not current:
-            from .migrate import upgrade
+        if current:
+            return
+        from .migrate import upgrade
 
+        try:
             upgrade(self.engine, "head")
+        except Exception as error:
+            named = self._failures.translate(error)
+            if named is None:
+                raise
+            raise named from error
 
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""
-        return UnitOfWork(self._connections, write=False)
+        return UnitOfWork(self._connections, write=False, failures=self._failures)
 
     def write(self, *, patience_s: float | None = None) -> UnitOfWork:
         """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
-        return UnitOfWork(self._connections, write=True, patience_s=patience_s)
+        if patience_s is not None:
+            patience_s = number_arg("patience_s", patience_s, minimum=0.0)
+        return UnitOfWork(
+            self._connections, write=True, patience_s=patience_s, failures=self._failures
+        )
 
     def close(self) -> None:
         """Close every idle connection, releasing the file; a later unit reconnects.

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import sqlite3
 from types import TracebackType
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from sqlalchemy.engine import Connection, RootTransaction
 
 from .connections import ThreadConnections
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
+from .failures import Failures
 from .prepared import driver_error
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 
@@ -48,9 +49,15 @@ class UnitOfWork:
     search: SearchRepository
 
     def __init__(
-        self, connections: ThreadConnections, *, write: bool, patience_s: float | None = None
+        self,
+        connections: ThreadConnections,
+        *,
+        write: bool,
+        patience_s: float | None = None,
+        failures: Failures,
     ) -> None:
         self._connections = connections
+        self._failures = failures
         self._write = write
         self._patience_s = patience_s
         self._connection: Connection | None = None
@@ -67,7 +74,10 @@ class UnitOfWork:
         return self._connection
 
     def __enter__(self) -> UnitOfWork:
-        connection, self._kept = self._connections.acquire()
+        try:
+            connection, self._kept = self._connections.acquire()
+        except Exception as error:  # the connect itself: a missing, damaged or read-only file
+            self._raise_named(error)
         try:
             self._rules = sqlite_rules(connection)
             if self._rules is not None:
@@ -75,9 +85,9 @@ class UnitOfWork:
                 self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
             else:
                 self._begin_through_sqlalchemy(connection)
-        except BaseException:
+        except BaseException as error:
             self._connections.release(connection, self._kept)
-            raise
+            self._raise_named(error)
         self._connection = connection
         self.sessions = SessionRepository(connection)
         self.messages = MessageRepository(connection)
@@ -100,18 +110,41 @@ class UnitOfWork:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            if exc_type is None:
+            if exc is None:
                 try:
                     self.commit()
-                except BaseException:
-                    self.rollback()  # a failed COMMIT may leave the transaction open
-                    raise
+                except BaseException as error:
+                    self._rollback_after(error)  # a failed COMMIT may leave the transaction open
+                    self._raise_named(error)
             else:
-                self.rollback()
+                self._rollback_after(exc)
+                named = self._failures.translate(exc)
+                if named is not None:
+                    raise named from exc
         finally:
             if self._connection is not None:
                 self._connections.release(self._connection, self._kept)
             self._connection = None
+
+    def _raise_named(self, error: BaseException) -> NoReturn:
+        """Raise the store's error for ``error`` (see :mod:`~hermes_store.failures`), or it."""
+        named = self._failures.translate(error)
+        if named is None:
+            raise error
+        raise named from error
+
+    def _rollback_after(self, error: BaseException) -> None:
+        """Roll back after ``error``; if even that fails, drop the connection, not the error.
+
+        The caller hears about the first failure, which says what went wrong;
+        a connection whose rollback failed may still hold a transaction, so it
+        is invalidated (a later unit gets a fresh one) rather than reused.
+        """
+        try:
+            self.rollback()
+        except Exception:
+            if self._connection is not None and not self._connection.closed:
+                self._connection.invalidate(error if isinstance(error, Exception) else None)
 
     def commit(self) -> None:
         """Commit what is open; a no-op when nothing is (an explicit commit already ran).
@@ -136,7 +169,13 @@ class UnitOfWork:
             self._rules.after_write_commit(self._driver)
 
     def rollback(self) -> None:
-        """Roll back what is open, at both levels; a no-op when nothing is."""
+        """Roll back what is open, at both levels; a no-op when nothing is.
+
+        A closed connection (``Store.close`` while an export was being read)
+        holds nothing to roll back: its transaction ended with it.
+        """
+        if self._connection is None or self._connection.closed:
+            return
         if self._driver is None:
             if self._transaction is not None and self._transaction.is_active:
                 self._transaction.rollback()

@@ -65,7 +65,10 @@ def number_arg(
     try:
         number = float(value)
     except OverflowError:
-        raise InvalidInputError(f"{name} is too large for a float, got {value:.3e}") from None
+        magnitude = int(value.bit_length() * math.log10(2))
+        raise InvalidInputError(
+            f"{name} is too large for a float (about 10**{magnitude})"
+        ) from None
     if not math.isfinite(number):
         raise InvalidInputError(f"{name} must be a finite number, got {value}")
     if minimum is not None and number < minimum:
@@ -85,6 +88,10 @@ def json_arg(name: str, value: Any) -> str | None:
         encoded = _JSON.encode(value)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"{name} is not JSON-serializable: {error}") from None
+    except RecursionError:
+        raise InvalidInputError(
+            f"{name} is nested too deeply to store as JSON (Python's recursion limit)"
+        ) from None
     return text_arg(name, encoded)
 
 
@@ -100,10 +107,14 @@ def names_arg(name: str, value: Any) -> list[str] | None:
 
 
 def decode_json(raw: str | None) -> Any:
-    """Stored JSON back to Python; text that is not JSON is returned as it is."""
+    """Stored JSON back to Python; text that is not JSON is returned as it is.
+
+    So is JSON nested past Python's recursion limit, which another program
+    may have written: the caller gets the text, not a RecursionError.
+    """
     if not raw:
         return raw
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):
         return raw

@@ -1,21 +1,23 @@
-"""Run as a separate process: the store on a file system that is full (a file size limit).
+"""Run as a separate process: the store on a disk without space.
 
-``python tests/full_disk_worker.py SCENARIO DB`` fills DB, then lowers this
-process's ``RLIMIT_FSIZE`` just past the main file's size, so that a write
-reaching past it fails as on a full disk (SIGXFSZ ignored, as a file system
-without space raises no signal). It prints one JSON object and exits 0.
+``python tests/full_disk_worker.py SCENARIO DB`` prints one JSON object and
+exits 0.
 
-* ``checkpoint``: the WAL stays below the limit, so commits land, but a
-  checkpoint must grow the main file and fails. Every append is tried; the
-  limit is then lifted and one more append made. Reports each append's
+* ``checkpoint``: DB is filled, then this process's ``RLIMIT_FSIZE`` is
+  lowered just past the main file's size (SIGXFSZ ignored), so a write
+  reaching past it fails. The WAL stays below the limit, so commits land,
+  but a checkpoint must grow the main file and fails. Every append is tried;
+  the limit is then lifted and one more append made. Reports each append's
   outcome, the messages stored, the warnings logged and the main file's
-  size before and after the last append.
-* ``commit``: the limit sits just past the WAL's end, so the next commit
-  cannot be written. Reports the refused append's error and the messages
-  stored afterwards.
+  size before and after the last append. (A file size limit fails writes
+  with EFBIG, which SQLite reports as an I/O error.)
+* ``commit``: DB lives on a small file system of its own (the test mounts a
+  tmpfs in a private mount namespace); a filler file takes its last byte, so
+  the next commit cannot be written: SQLite's "database or disk is full".
+  Reports the refused append's error and the messages stored afterwards.
 
-The limit applies to this process only; nothing else on the machine sees a
-full disk.
+Neither the limit nor the full file system is seen by anything else on the
+machine.
 """
 
 from __future__ import annotations
@@ -92,15 +94,25 @@ def checkpoint(path: str) -> dict[str, Any]:
     return report
 
 
+def _fill_disk(folder: str) -> None:
+    """Take every free byte of the file system holding ``folder``."""
+    with open(os.path.join(folder, "filler"), "wb", buffering=0) as filler:
+        chunk = b"\0" * 65536
+        while chunk:
+            try:
+                filler.write(chunk)
+            except OSError:  # ENOSPC: the rest, byte by byte, down to nothing
+                chunk = chunk[: len(chunk) // 2]
+
+
 def commit(path: str) -> dict[str, Any]:
-    _seed(path)
     store = Store(path, policy=ContentionPolicy(checkpoint_every=1000))
     db = SessionDB(store=store)
-    db.append_message("s", "user", "lands before the limit")  # the WAL now exists
-    previous = _limit_file_size(os.path.getsize(f"{path}-wal") + 100)
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "lands before the disk is full")
+    _fill_disk(os.path.dirname(path))
     refused = _outcome(lambda: db.append_message("s", "user", "x" * 50_000))
-    resource.setrlimit(resource.RLIMIT_FSIZE, previous)
-    report = {"refused": refused, "stored": db.message_count("s") - SEED_MESSAGES}
+    report = {"refused": refused, "stored": db.message_count("s")}
     store.close()
     return report
 

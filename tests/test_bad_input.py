@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from hermes_store import (
+    ContentionPolicy,
     InvalidInputError,
     SessionDB,
     SessionNotFoundError,
@@ -975,3 +976,139 @@ NEGATIVE_COUNTS = [
 def test_negative_token_counts_and_costs_are_invalid_input(seeded: SessionDB, call: Call) -> None:
     error = assert_rejected(seeded, call)
     assert ">= 0" in str(error)
+
+
+# ----------------------------------------------------------------------
+# numbers past 64 bits or past a float, JSON nested past the recursion limit, non-text keys
+# ----------------------------------------------------------------------
+def _nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HUGE = 2**63  # one past SQLite's (and PostgreSQL's BIGINT) largest integer
+BIGGER_THAN_A_FLOAT = 10**400
+
+OUT_OF_RANGE = [
+    pytest.param(
+        lambda db: db.append_message("s1", "user", "x", token_count=HUGE), id="token-count"
+    ),
+    pytest.param(
+        lambda db: db.append_messages("s1", [{"role": "user", "token_count": HUGE}]),
+        id="many-token-count",
+    ),
+    *(
+        pytest.param(lambda db, c=c: db.update_token_counts("s1", **{c: HUGE}), id=c)
+        for c in TOKEN_COUNTERS
+    ),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", input_tokens=HUGE, absolute=True),
+        id="input-tokens-absolute",
+    ),
+    pytest.param(lambda db: db.search_messages("seedword", limit=HUGE), id="search-limit"),
+    pytest.param(lambda db: db.search_messages("seedword", offset=HUGE), id="search-offset"),
+    pytest.param(lambda db: db.list_sessions_rich(limit=HUGE), id="rich-limit"),
+    pytest.param(lambda db: db.list_sessions_rich(offset=HUGE), id="rich-offset"),
+    pytest.param(lambda db: db.search_sessions(limit=HUGE), id="sessions-limit"),
+    pytest.param(lambda db: db.top_sessions_by_tokens(HUGE), id="top-limit"),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", estimated_cost_usd=BIGGER_THAN_A_FLOAT),
+        id="estimated-cost",
+    ),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", actual_cost_usd=-BIGGER_THAN_A_FLOAT),
+        id="actual-cost",
+    ),
+    pytest.param(lambda db: db.prune_sessions(BIGGER_THAN_A_FLOAT), id="prune-days"),
+    pytest.param(
+        lambda db: db.append_message("s1", "assistant", "x", tool_calls=_nested(5000)),
+        id="tool-calls-deep",
+    ),
+    pytest.param(
+        lambda db: db.append_messages(
+            "s1", [{"role": "assistant", "reasoning_details": _nested(5000)}]
+        ),
+        id="many-reasoning-details-deep",
+    ),
+    pytest.param(
+        lambda db: db.create_session("new", "cli", model_config={"deep": _nested(100_000)}),
+        id="model-config-deep",
+    ),
+    pytest.param(lambda db: db.append_messages("s1", [{"role": "user", 1: 2}]), id="int-key"),
+    pytest.param(
+        lambda db: db.append_messages("s1", [{"role": "user", ("a", 1): 2, None: 3}]),
+        id="odd-keys",
+    ),
+]
+
+
+@pytest.mark.parametrize("call", OUT_OF_RANGE)
+def test_numbers_and_nesting_past_the_limits_are_invalid_input(
+    seeded: SessionDB, call: Call
+) -> None:
+    """Before, these escaped as OverflowError, RecursionError or TypeError."""
+    error = assert_rejected(seeded, call)
+    assert str(error)
+
+
+def test_the_largest_limits_and_offsets_are_accepted(seeded: SessionDB) -> None:
+    largest = 2**63 - 1
+    assert len(seeded.search_messages("seedword", limit=largest)) == 3
+    assert seeded.search_messages("seedword", limit=largest, offset=largest) == []
+    assert seeded.search_messages("seedword", limit=largest, offset=2) != []
+    assert len(seeded.list_sessions_rich(limit=largest, offset=0)) == 3
+    assert seeded.list_sessions_rich(limit=largest, offset=largest) == []
+    assert len(seeded.top_sessions_by_tokens(largest)) == 3
+
+
+@pytest.mark.sqlite_only("a deeply nested JSON text written by another program")
+def test_stored_json_nested_past_the_recursion_limit_reads_back_as_text(
+    seeded: SessionDB, db_path: Path
+) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    with closing(sqlite3.connect(db_path)) as connection:
+        connection.execute("UPDATE messages SET tool_calls = ? WHERE session_id = 's1'", (deep,))
+        connection.commit()
+    assert [m["tool_calls"] for m in seeded.get_messages("s1")] == [deep, deep]
+    assert seeded.export_session("s1")["messages"][0]["tool_calls"] == deep
+
+
+# ----------------------------------------------------------------------
+# what a store is opened with: the target, the policy, a unit's patience
+# ----------------------------------------------------------------------
+OPENING = [
+    pytest.param(lambda home: SessionDB(123), id="int-path"),
+    pytest.param(lambda home: SessionDB(b"/tmp/state.db"), id="bytes-path"),
+    pytest.param(lambda home: SessionDB(str(home / "a\x00b.db")), id="nul-in-path"),
+    pytest.param(lambda home: SessionDB("postgresql://u@h:notaport/db"), id="bad-port"),
+    pytest.param(lambda home: SessionDB("nosuchdialect://x/y"), id="unknown-backend"),
+    pytest.param(lambda home: SessionDB(str(home / "s.db"), policy="fast"), id="policy-str"),
+    pytest.param(lambda home: ContentionPolicy(patience_s="30"), id="patience-str"),
+    pytest.param(lambda home: ContentionPolicy(patience_s=float("nan")), id="patience-nan"),
+    pytest.param(lambda home: ContentionPolicy(jitter_max_s=float("inf")), id="jitter-inf"),
+    pytest.param(lambda home: ContentionPolicy(busy_timeout_ms=1.5), id="busy-float"),
+    pytest.param(lambda home: ContentionPolicy(checkpoint_every="50"), id="checkpoint-str"),
+]
+
+
+@pytest.mark.parametrize("call", OPENING)
+def test_bad_opening_arguments_are_invalid_input_and_create_nothing(
+    _isolated_home: Path, call: Callable[[Path], Any]
+) -> None:
+    _isolated_home.mkdir()
+    with pytest.raises(InvalidInputError) as raised:
+        call(_isolated_home)
+    assert str(raised.value)
+    assert list(_isolated_home.iterdir()) == [], "a refused open made a file"
+
+
+@pytest.mark.parametrize("patience", ["5", -1, float("nan"), True])
+def test_a_bad_patience_for_one_unit_is_invalid_input(seeded: SessionDB, patience: Any) -> None:
+    def write(db: SessionDB) -> None:
+        with db.store.write(patience_s=patience) as uow:
+            uow.sessions.bump_counters("s1", 1, 0)
+
+    error = assert_rejected(seeded, write)
+    assert "patience_s" in str(error)
