@@ -23,6 +23,7 @@ import contextlib
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -49,10 +50,16 @@ class _Kept:
 
 
 class ThreadConnections:
-    """Hands each thread its kept connection, or a spare one while that is busy."""
+    """Hands each thread its kept connection, or a spare one while that is busy.
 
-    def __init__(self, engine: Engine) -> None:
+    ``alive`` (PostgreSQL's) tells whether a kept connection still reaches its
+    server before a unit runs on it; one that does not is invalidated, and
+    SQLAlchemy gives the unit a fresh one (pre-pinged by the pool).
+    """
+
+    def __init__(self, engine: Engine, alive: Callable[[Connection], bool] | None = None) -> None:
         self._engine = engine
+        self._alive = alive
         self._local = threading.local()
         self._kept: weakref.WeakSet[_Kept] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -63,6 +70,8 @@ class ThreadConnections:
         if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
             if kept.busy:
                 return self._engine.connect(), False  # the thread's own is busy: a spare
+            if self._alive is not None and not self._alive(kept.connection):
+                kept.connection.invalidate()  # the next statement reconnects
             kept.busy = True
             return kept.connection, True
         kept = _Kept(self._engine.connect())

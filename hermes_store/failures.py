@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, PendingRollbackError
 
 from .errors import (
     StoreAccessError,
@@ -56,6 +56,11 @@ class Failures:
         """The store's error for ``error`` if the database itself failed, else None."""
         if isinstance(error, StoreError):
             return None
+        if isinstance(error, PendingRollbackError):  # the connection died earlier in the unit
+            return StoreUnavailableError(
+                f"lost the connection to {self.where} during this unit of work ({error}); "
+                "nothing of it was committed"
+            )
         original = error.orig if isinstance(error, DBAPIError) else error
         if isinstance(original, sqlite3.Error):
             return self._sqlite(original)

@@ -24,6 +24,7 @@ from .engine import ContentionPolicy, create_store_engine
 from .errors import InvalidInputError
 from .failures import Failures, missing_driver
 from .location import resolve_url, sqlite_file
+from .postgres import kept_connection_alive
 from .private_files import ensure_private_database
 from .schema_state import is_current_on
 from .uow import UnitOfWork
@@ -73,7 +74,8 @@ class Store:
                 raise self._failures.from_os(error) from error
         self.policy = policy or ContentionPolicy()
         self.engine: Engine = self._engine()
-        self._connections = ThreadConnections(self.engine)
+        alive = kept_connection_alive if self.url.get_backend_name() == "postgresql" else None
+        self._connections = ThreadConnections(self.engine, alive)
         if migrate:
             self.upgrade_to_head()
 

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection, RootTransaction
 from .connections import ThreadConnections
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
 from .failures import Failures
+from .postgres import set_unit_patience
 from .prepared import driver_error
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 
@@ -102,6 +103,8 @@ class UnitOfWork:
         if current.get(READ_OPTION) is not read or current.get(PATIENCE_OPTION, _UNSET) != patience:
             connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
         self._transaction = connection.begin()
+        if self._write and patience is not None and connection.dialect.name == "postgresql":
+            set_unit_patience(connection, patience)
 
     def __exit__(
         self,
@@ -177,7 +180,10 @@ class UnitOfWork:
         if self._connection is None or self._connection.closed:
             return
         if self._driver is None:
-            if self._transaction is not None and self._transaction.is_active:
+            # Even when it is no longer active: a transaction SQLAlchemy deactivated
+            # because its connection died must still be rolled back, or the
+            # connection refuses to reconnect for every later unit of the thread.
+            if self._transaction is not None:
                 self._transaction.rollback()
             return
         connection = self.connection
