@@ -11,7 +11,11 @@ On PostgreSQL the same report means (see :class:`MaintenanceRepository`):
 (repaired by moving it forward; page checks belong to the server's own tools,
 e.g. ``amcheck``/``pg_checksums``, which this does not run); ``foreign_keys``
 -- rows whose session or parent is missing; ``fts`` -- a search index missing
-or invalid (repaired by rebuilding both); counters as on SQLite.
+or invalid (repaired by rebuilding it); counters as on SQLite.
+
+On SQLite every full-text index the file has is checked and, when stale,
+rebuilt: the word index and the trigram index (see
+:data:`~hermes_store.repositories.maintenance.SQLITE_FTS_INDEXES`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ class CheckReport:
     integrity: list[str] = field(default_factory=list)
     foreign_keys: list[dict[str, Any]] = field(default_factory=list)
     fts: str | None = None
+    """What is wrong with the search indexes, in one line; None when they all agree."""
+    stale_fts: list[str] = field(default_factory=list)
+    """The search indexes that disagree with ``messages`` (or, on PostgreSQL, are missing)."""
     miscounted: list[dict[str, Any]] = field(default_factory=list)
     repaired_counters: int = 0
     rebuilt_fts: bool = False
@@ -48,10 +55,12 @@ def check(store: Store, *, repair: bool = False) -> CheckReport:
     # would take the write lock half-way through a read transaction anyway.
     with store.write() as uow:
         maintenance = MaintenanceRepository(uow.connection)
+        fts = maintenance.fts_problems()
         report = CheckReport(
             integrity=maintenance.integrity_problems(),
             foreign_keys=maintenance.foreign_key_problems(),
-            fts=maintenance.fts_problem(),
+            fts="; ".join(f"{name} {problem}" for name, problem in fts.items()) or None,
+            stale_fts=list(fts),
             miscounted=maintenance.miscounted_sessions(),
         )
         if repair:
@@ -60,7 +69,7 @@ def check(store: Store, *, repair: bool = False) -> CheckReport:
                 report.repaired_identity = True
             maintenance.repair_counters(report.miscounted)
             report.repaired_counters = len(report.miscounted)
-            if report.fts is not None:
-                maintenance.rebuild_fts()
+            if report.stale_fts:
+                maintenance.rebuild_fts(report.stale_fts)
                 report.rebuilt_fts = True
     return report

@@ -823,14 +823,14 @@ def title(
 @app.command()
 def check(
     repair: Annotated[
-        bool, typer.Option("--repair", help="Recompute counters and rebuild the FTS index.")
+        bool, typer.Option("--repair", help="Recompute counters and rebuild stale search indexes.")
     ] = False,
     db: DbOption = None,
     url: UrlOption = None,
     patience: PatienceOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check integrity, foreign keys, the FTS index and the counters; exit 1 if not healthy."""
+    """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
     from .check import check as run_check
 
     with _open(_target(db, url, patience), migrate=False) as store:
@@ -850,7 +850,7 @@ def check(
         if report.ok:
             out.print(Text("ok", style="bold green"))
         else:
-            hint = "" if repair else "; 'hermes-store check --repair' mends counters and FTS"
+            hint = "" if repair else "; 'hermes-store check --repair' mends counters and indexes"
             out.print(Text(f"problems found{hint}", style="bold red"))
     if not report.ok:
         raise typer.Exit(1)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -83,6 +85,39 @@ def tool_call_total(raw: str) -> int:
     return len(decoded) if isinstance(decoded, list) else 1
 
 
+@dataclass(frozen=True)
+class FtsIndex:
+    """A SQLite FTS5 index over ``messages``: how to check it and how to rebuild it."""
+
+    table: str
+
+    @property
+    def integrity_check(self) -> str:
+        return f"INSERT INTO {self.table}({self.table}, rank) VALUES ('integrity-check', 1)"
+
+    @property
+    def rebuild(self) -> str:
+        """Rebuild from the content table; right for external-content indexes like ours."""
+        return f"INSERT INTO {self.table}({self.table}) VALUES ('rebuild')"
+
+
+SQLITE_FTS_INDEXES: tuple[FtsIndex, ...] = (
+    FtsIndex("messages_fts"),  # revision 0001, unicode61
+    FtsIndex("messages_fts_trigram"),  # revision 0007, trigram
+)
+"""Every full-text index ``check`` looks after; another layout's indexes join this list."""
+
+_SQLITE_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+
+
+def _fts_complaint(error: DatabaseError) -> str:
+    """FTS5's integrity-check reports a mismatch as corruption of the virtual table."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == sqlite3.SQLITE_CORRUPT:
+        return "stale: it does not match the messages table (check --repair rebuilds it)"
+    return str(error.orig)
+
+
 _REPAIR_COUNTERS = text(
     "UPDATE sessions SET message_count = :real_messages, tool_call_count = :real_tool_calls "
     "WHERE id = :id"
@@ -128,19 +163,29 @@ class MaintenanceRepository:
         rows = self._c.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [{"table": r[0], "rowid": r[1], "parent": r[2]} for r in rows]
 
-    def fts_problem(self) -> str | None:
-        """None when the FTS index agrees with ``messages``, else SQLite's complaint."""
+    def fts_problems(self) -> dict[str, str]:
+        """Each search index that disagrees with ``messages``, with what is wrong with it.
+
+        SQLite: FTS5's ``integrity-check`` with ``rank = 1``, the form that (on
+        3.40) compares an external-content index with its table, for every
+        index of :data:`SQLITE_FTS_INDEXES` the file has. FTS5 reports a
+        mismatch as "database disk image is malformed"; here it is "stale",
+        which is what it is and what a rebuild mends.
+        """
         if not self._sqlite:
             state = dict(self._c.execute(_PG_INDEX_STATE).all())
             bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
-            return f"search index missing or invalid: {', '.join(bad)}" if bad else None
-        try:
-            self._c.exec_driver_sql(
-                "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"
-            )
-        except DatabaseError as error:
-            return str(error.orig)
-        return None
+            return {name: "missing or invalid" for name in bad}
+        present = set(self._c.exec_driver_sql(_SQLITE_TABLES).scalars())
+        problems = {}
+        for index in SQLITE_FTS_INDEXES:
+            if index.table not in present:
+                continue  # an older schema, before that index
+            try:
+                self._c.exec_driver_sql(index.integrity_check)
+            except DatabaseError as error:
+                problems[index.table] = _fts_complaint(error)
+        return problems
 
     def miscounted_sessions(self) -> list[dict[str, Any]]:
         if self._sqlite:
@@ -167,14 +212,18 @@ class MaintenanceRepository:
         if rows:
             self._c.execute(_REPAIR_COUNTERS, rows)
 
-    def rebuild_fts(self) -> None:
+    def rebuild_fts(self, names: list[str]) -> None:
+        """Rebuild the named search indexes (from :meth:`fts_problems`) from ``messages``."""
         if self._sqlite:
-            self._c.exec_driver_sql("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+            for index in SQLITE_FTS_INDEXES:
+                if index.table in names:
+                    self._c.exec_driver_sql(index.rebuild)
             return
         self._c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         for name, ddl in PG_SEARCH_INDEXES.items():
-            self._c.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
-            self._c.exec_driver_sql(ddl)
+            if name in names:
+                self._c.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+                self._c.exec_driver_sql(ddl)
 
 
 def advance_message_identity(connection: Connection) -> None:
