@@ -87,6 +87,26 @@ class ThreadConnections:
         else:
             connection.close()
 
+    def forget_inherited(self) -> list[_Kept]:
+        """In a child after ``fork``: drop the parent's kept connections (see hermes_store.forking).
+
+        Idle SQLite ones are closed here (the child's SQLite lock bookkeeping
+        must not count them); the rest -- busy in a parent thread, or a
+        server's socket the parent still uses -- are returned, for the caller
+        to keep referenced and never touch.
+        """
+        untouchable = []
+        with self._lock:
+            inherited = [holder for holder in self._kept if holder.pid != os.getpid()]
+        for holder in inherited:
+            self._kept.discard(holder)
+            if holder.busy or self._engine.dialect.name != "sqlite":
+                untouchable.append(holder)
+            elif not holder.connection.closed:
+                with contextlib.suppress(SQLAlchemyError):
+                    holder.connection.invalidate()
+        return untouchable
+
     def close_all(self) -> None:
         """Return every kept connection to the pool (when no unit of work is running)."""
         with self._lock:

@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import NoSuchModuleError
 
+from . import forking
 from .connections import ThreadConnections
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
@@ -76,6 +77,7 @@ class Store:
         self.engine: Engine = self._engine()
         alive = kept_connection_alive if self.url.get_backend_name() == "postgresql" else None
         self._connections = ThreadConnections(self.engine, alive)
+        forking.watch(self.engine, self._connections)
         if migrate:
             self.upgrade_to_head()
 

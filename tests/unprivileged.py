@@ -1,17 +1,16 @@
 """Run a piece of a test as a user without root's powers, for read-only and foreign files.
 
 Root ignores file permissions, so a test running as root cannot see what a
-user sees when a file or folder is read-only. :func:`as_other_user` forks,
-drops to ``nobody`` in the child (when running as root; otherwise the child
-is already an ordinary user) and reports back what the call returned or
-raised. The child only uses modules the parent imported: the interpreter's
+user sees when a file or folder is read-only. :func:`as_other_user` forks
+(:mod:`tests.forked`), drops to ``nobody`` in the child (when running as
+root; otherwise the child is already an ordinary user) and reports back what
+the call returned or raised. The child only uses modules the parent imported: the interpreter's
 own files may not be readable by ``nobody``.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import pwd
 import shutil
 import tempfile
@@ -19,6 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from .forked import run_forked
 
 NOBODY = "nobody"
 
@@ -33,29 +34,15 @@ def other_user() -> tuple[int, int]:
 
 def as_other_user(call: Callable[[], Any]) -> tuple[str, Any]:
     """``("ok", result)`` or ``("ExceptionClass", message)`` of ``call`` run as the other user."""
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        try:
-            os.close(reader)
-            uid, gid = other_user()
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(gid)
-                os.setuid(uid)
-            try:
-                outcome: tuple[str, Any] = ("ok", call())
-            except BaseException as error:
-                outcome = (type(error).__name__, str(error))
-            with os.fdopen(writer, "wb") as pipe:
-                pickle.dump(outcome, pipe)
-        finally:
-            os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return pickle.loads(data)
+    return run_forked(call, in_child=_drop_root)  # type: ignore[no-any-return]
+
+
+def _drop_root() -> None:
+    if os.geteuid() == 0:
+        uid, gid = other_user()
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
 
 
 @contextmanager
