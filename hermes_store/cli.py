@@ -725,13 +725,20 @@ def copy_(
             ),
             soft_wrap=True,
         )
+    there_already = (
+        " (the rest were there already)"
+        if (report.sessions_copied, report.messages_copied)
+        != (report.sessions_total, report.messages_total)
+        else ""
+    )
     out.print(
         Text(
             f"copied {report.sessions_copied} of {report.sessions_total} session(s) and "
             f"{report.messages_copied} of {report.messages_total} message(s) to "
-            f"{goal.describe()} (the rest were there already); verified: every session "
+            f"{goal.describe()}{there_already}; verified: every session "
             "is there with the same number of messages"
-        )
+        ),
+        soft_wrap=True,
     )
 
 
