@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 
-class _Kept:
+class KeptConnection:
     """A thread's connection; returned to the pool when the thread's locals die."""
 
     __slots__ = ("__weakref__", "busy", "connection", "pid")
@@ -45,8 +46,11 @@ class _Kept:
             with contextlib.suppress(SQLAlchemyError):
                 self.connection.close()
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # At interpreter exit the modules this needs may be gone already, and the
+        # process's connections close with it: nothing to give back.
+        if not _finalizing():
+            self.close()
 
 
 class ThreadConnections:
@@ -61,33 +65,42 @@ class ThreadConnections:
         self._engine = engine
         self._alive = alive
         self._local = threading.local()
-        self._kept: weakref.WeakSet[_Kept] = weakref.WeakSet()
+        self._kept: weakref.WeakSet[KeptConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
 
-    def acquire(self) -> tuple[Connection, bool]:
-        """(connection, kept): give it back with :meth:`release` and the same flag."""
-        kept: _Kept | None = getattr(self._local, "kept", None)
+    def acquire(self) -> tuple[Connection, KeptConnection | None]:
+        """(connection, holder): give it back with :meth:`release` and the same holder.
+
+        ``holder`` is the thread's kept connection, or None for a spare.
+        """
+        kept: KeptConnection | None = getattr(self._local, "kept", None)
         if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
             if kept.busy:
-                return self._engine.connect(), False  # the thread's own is busy: a spare
+                return self._engine.connect(), None  # the thread's own is busy: a spare
             if self._alive is not None and not self._alive(kept.connection):
                 kept.connection.invalidate()  # the next statement reconnects
             kept.busy = True
-            return kept.connection, True
-        kept = _Kept(self._engine.connect())
+            return kept.connection, kept
+        kept = KeptConnection(self._engine.connect())
         kept.busy = True
         self._local.kept = kept
         with self._lock:
             self._kept.add(kept)
-        return kept.connection, True
+        return kept.connection, kept
 
-    def release(self, connection: Connection, kept: bool) -> None:
-        if kept:
-            self._local.kept.busy = False
+    def release(self, connection: Connection, holder: KeptConnection | None) -> None:
+        """Give back what :meth:`acquire` gave, from whichever thread ends the unit.
+
+        The holder itself is passed back, not looked up again: a unit a
+        generator held open may end in another thread, or after the thread
+        kept a new connection (``Store.close`` closed the old one).
+        """
+        if holder is not None:
+            holder.busy = False
         else:
             connection.close()
 
-    def forget_inherited(self) -> list[_Kept]:
+    def forget_inherited(self) -> list[KeptConnection]:
         """In a child after ``fork``: drop the parent's kept connections (see hermes_store.forking).
 
         Idle SQLite ones are closed here (the child's SQLite lock bookkeeping

@@ -76,6 +76,14 @@ class ContentionPolicy:
         int_arg("busy_timeout_ms", self.busy_timeout_ms, minimum=0)
         int_arg("checkpoint_every", self.checkpoint_every, minimum=1)
 
+    def busy_timeout_for(self, patience_s: float) -> int:
+        """The busy timeout (ms) a wait of ``patience_s`` may use: never more than the patience.
+
+        SQLite's busy handler waits inside one attempt; left at 1 s, a
+        patience of 0 would still wait a whole second before failing.
+        """
+        return min(self.busy_timeout_ms, int(patience_s * 1000))
+
 
 def is_lock_error(error: BaseException) -> bool:
     """True when SQLite refused because another connection holds a lock."""
@@ -106,9 +114,9 @@ def create_store_engine(
         return create_postgresql_engine(url, policy, durability)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
+    busy_ms = policy.busy_timeout_for(policy.patience_s)
     engine = create_engine(
-        url,
-        connect_args={"check_same_thread": False, "timeout": policy.busy_timeout_ms / 1000},
+        url, connect_args={"check_same_thread": False, "timeout": busy_ms / 1000}
     )
     _install_sqlite_rules(engine, policy, durability, str(sqlite_file(url) or url.database))
     return engine
@@ -144,22 +152,39 @@ class SqliteRules:
     which follows the same rules.
     """
 
-    __slots__ = ("_clock", "database", "policy")
+    __slots__ = ("_clock", "busy_timeout_ms", "database", "policy")
 
     def __init__(self, policy: ContentionPolicy, database: str) -> None:
         self.policy = policy
         self.database = database
+        self.busy_timeout_ms = policy.busy_timeout_for(policy.patience_s)
+        """Every connection's busy timeout: the policy's, cut to its patience."""
         self._clock = _CheckpointClock(policy.checkpoint_every)
 
     def begin(
         self, dbapi_connection: sqlite3.Connection, *, write: bool, patience_s: float | None
     ) -> None:
-        """A deferred ``BEGIN`` for readers; ``BEGIN IMMEDIATE`` within the patience for writers."""
+        """A deferred ``BEGIN`` for readers; ``BEGIN IMMEDIATE`` within the patience for writers.
+
+        A unit whose own patience is shorter than the connection's busy timeout
+        waits at most that long: the busy timeout is cut for its ``BEGIN
+        IMMEDIATE`` attempts and set back right after.
+        """
         if not write:
             dbapi_connection.execute("BEGIN")
             return
-        patience = self.policy.patience_s if patience_s is None else patience_s
-        _begin_immediate(dbapi_connection, self.policy, float(patience), self.database)
+        if patience_s is None:
+            _begin_immediate(dbapi_connection, self.policy, self.policy.patience_s, self.database)
+            return
+        busy_ms = self.policy.busy_timeout_for(patience_s)
+        if busy_ms >= self.busy_timeout_ms:
+            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
+            return
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        try:
+            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
+        finally:
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
     def after_write_commit(self, dbapi_connection: sqlite3.Connection) -> None:
         """After a write commit: every Nth one runs the PASSIVE checkpoint.
@@ -206,7 +231,7 @@ def _install_sqlite_rules(
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
         # Autocommit at the driver level: transactions begin only where we say.
         dbapi_connection.isolation_level = None
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(policy.busy_timeout_ms)}")
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {rules.busy_timeout_ms}")
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
         # Set even for FULL: a build whose default is NORMAL must not weaken it silently.
         dbapi_connection.execute(synchronous)

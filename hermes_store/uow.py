@@ -26,7 +26,7 @@ from typing import NoReturn, Protocol
 
 from sqlalchemy.engine import Connection, RootTransaction
 
-from .connections import ThreadConnections
+from .connections import KeptConnection, ThreadConnections
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
 from .failures import Failures
 from .postgres import set_unit_patience
@@ -62,7 +62,7 @@ class UnitOfWork:
         self._write = write
         self._patience_s = patience_s
         self._connection: Connection | None = None
-        self._kept = False
+        self._kept: KeptConnection | None = None
         self._rules: SqliteRules | None = None
         self._driver: sqlite3.Connection | None = None
         self._transaction: RootTransaction | None = None

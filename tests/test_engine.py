@@ -254,3 +254,34 @@ def test_contention_policy_rejects_nonsense() -> None:
         ContentionPolicy(jitter_min_s=0.2, jitter_max_s=0.1)
     with pytest.raises(ValueError, match="checkpoint_every"):
         ContentionPolicy(checkpoint_every=0)
+
+
+@pytest.mark.parametrize(("patience", "expected_ms"), [(0, 0), (0.25, 250), (30, 1000)])
+def test_the_busy_timeout_never_outlasts_the_patience(
+    db_path: Path, patience: float, expected_ms: int
+) -> None:
+    """``--patience 0`` used to wait SQLite's whole 1 s busy timeout at the first attempt."""
+    store = Store(db_path, policy=ContentionPolicy(patience_s=patience))
+    with store.write() as uow:
+        assert uow.connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == expected_ms
+    store.close()
+
+
+def test_a_units_own_patience_shortens_the_busy_timeout_of_its_begin(db_path: Path) -> None:
+    store = Store(db_path)  # 30 s of patience, a 1 s busy timeout
+    with store.read() as uow:
+        driver = _driver(uow)
+    statements: list[str] = []
+    driver.set_trace_callback(statements.append)
+    try:
+        with lock_held(db_path, 5.0), pytest.raises(StoreLockedError), store.write(patience_s=0.2):
+            pass
+    finally:
+        driver.set_trace_callback(None)
+    begins = [i for i, sql in enumerate(statements) if sql == "BEGIN IMMEDIATE"]
+    assert begins, statements
+    assert statements[: begins[0]] == ["PRAGMA busy_timeout = 200"], statements
+    assert statements[-1] == "PRAGMA busy_timeout = 1000", "the connection's own comes back"
+    with store.write() as uow:
+        assert uow.connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 1000
+    store.close()

@@ -71,14 +71,14 @@ def test_thread_connections_never_hand_a_child_the_connection_its_parent_kept(
     engine = create_store_engine(sqlite_url(db_path))
     connections = ThreadConnections(engine)
     parent_connection, kept = connections.acquire()
-    assert kept
+    assert kept is not None
     parent_connection.exec_driver_sql("SELECT 1")  # used, then back to idle-but-kept
     connections.release(parent_connection, kept)
 
     def child() -> bool:
         connection, kept_in_child = connections.acquire()
         try:
-            return connection is not parent_connection and kept_in_child
+            return connection is not parent_connection and kept_in_child is not None
         finally:
             connections.release(connection, kept_in_child)
 
