@@ -266,6 +266,7 @@ def _begin_immediate(
     started = time.monotonic()
     deadline = started + patience_s
     attempts = 0
+    pauses: list[float] = []
     while True:
         attempts += 1
         try:
@@ -276,6 +277,7 @@ def _begin_immediate(
                 raise
             now = time.monotonic()
             if now >= deadline:
-                raise StoreLockedError(database, now - started, attempts) from error
-            pause = random.uniform(policy.jitter_min_s, policy.jitter_max_s)
-            time.sleep(min(pause, deadline - now))
+                raise StoreLockedError(database, now - started, attempts, tuple(pauses)) from error
+            pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
+            pauses.append(pause)
+            time.sleep(pause)

@@ -43,7 +43,9 @@ class SessionNotFoundError(StoreError, LookupError):
 class StoreLockedError(StoreError):
     """Another connection held the write lock for longer than the patience budget."""
 
-    def __init__(self, database: str, waited_s: float, attempts: int) -> None:
+    def __init__(
+        self, database: str, waited_s: float, attempts: int, pauses_s: tuple[float, ...] = ()
+    ) -> None:
         super().__init__(
             f"database {database} stayed locked by another writer for {waited_s:.2f} s "
             f"({attempts} attempts); nothing was written"
@@ -51,6 +53,8 @@ class StoreLockedError(StoreError):
         self.database = database
         self.waited_s = waited_s
         self.attempts = attempts
+        self.pauses_s = pauses_s
+        """The jittered pauses slept between the attempts, in order (for diagnosis)."""
 
 
 class SchemaError(StoreError):
