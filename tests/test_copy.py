@@ -105,49 +105,41 @@ def test_copy_back_from_postgresql_to_sqlite_gives_the_same_store(
         assert len(db.search_messages("docker", limit=100)) == 23
 
 
-def test_copy_refuses_a_target_holding_other_messages_under_the_same_ids_before_copying(
-    tmp_path: Path, new_target: Any
+def _other_messages_under_ids_1_and_2(db: SessionDB) -> None:
+    db.create_session("elsewhere", "cli")
+    db.append_messages("elsewhere", [{"role": "user", "content": "x"}] * 2)
+
+
+def _another_session_under_a_source_id(db: SessionDB) -> None:
+    db.create_session("lonely", "telegram")  # same id, another conversation
+
+
+def _a_source_title_on_another_session(db: SessionDB) -> None:
+    db.create_session("other", "cli")
+    db.set_session_title("other", "Fix Docker Build")
+
+
+@pytest.mark.parametrize(
+    ("clash", "named"),
+    [
+        (_other_messages_under_ids_1_and_2, r"2 message\(s\).*ids 1, 2"),
+        (_another_session_under_a_source_id, r"1 session\(s\).*lonely"),
+        (_a_source_title_on_another_session, r"1 title\(s\).*z_root"),
+    ],
+)
+def test_copy_refuses_a_target_holding_other_data_under_the_sources_ids_before_copying(
+    tmp_path: Path, new_target: Any, clash: Any, named: str
 ) -> None:
     """Before, the copy half-merged and only then failed ("verification failed ... (81 vs 72)")."""
     source = tmp_path / "state.db"
     _seed(source)
     target = new_target()
-    with SessionDB(target) as db:  # an unrelated store already using ids 1 and 2
-        db.create_session("elsewhere", "cli")
-        db.append_messages("elsewhere", [{"role": "user", "content": "x"}] * 2)
+    with SessionDB(target) as db:
+        clash(db)
     before = _everything(target)
-    with pytest.raises(CopyError, match=r"2 message\(s\).*ids 1, 2.*nothing was copied"):
+    with pytest.raises(CopyError, match=named + ".*nothing was copied"):
         copy_store(source, target)
     assert _everything(target) == before
-
-
-def test_copy_refuses_a_target_holding_another_session_under_a_source_id(
-    tmp_path: Path, new_target: Any
-) -> None:
-    source = tmp_path / "state.db"
-    _seed(source)
-    target = new_target()
-    with SessionDB(target) as db:  # same id, another conversation
-        db.create_session("lonely", "telegram")
-    before = _everything(target)
-    with pytest.raises(CopyError, match=r"1 session\(s\).*lonely.*nothing was copied"):
-        copy_store(source, target)
-    assert _everything(target) == before
-
-
-def test_copy_refuses_a_title_already_taken_in_the_target_before_copying_anything(
-    tmp_path: Path, new_target: Any
-) -> None:
-    source = tmp_path / "state.db"
-    _seed(source)
-    target = new_target()
-    with SessionDB(target) as db:
-        db.create_session("other", "cli")
-        db.set_session_title("other", "Fix Docker Build")
-    with pytest.raises(CopyError, match="z_root.*nothing was copied"):
-        copy_store(source, target)
-    with SessionDB(target) as db:
-        assert (db.session_count(), db.message_count()) == (1, 0)
 
 
 def test_copy_leaves_a_parent_link_the_target_already_has(tmp_path: Path, new_target: Any) -> None:

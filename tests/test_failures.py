@@ -41,6 +41,15 @@ def _store_with_messages(path: Path, count: int = 200) -> None:
         )
 
 
+def _store_in_a_folder_of_its_own(folder: Path) -> tuple[Path, Path]:
+    """(folder, file): a store of three messages in a new folder under ``folder``."""
+    home = folder / "home"
+    home.mkdir()
+    path = home / "state.db"
+    _store_with_messages(path, 3)
+    return home, path
+
+
 def _messages(path: Path) -> int:
     with closing(sqlite3.connect(path)) as connection:
         return int(connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
@@ -101,10 +110,7 @@ def test_a_write_to_a_read_only_file_names_the_file_and_changes_nothing() -> Non
 def test_a_read_in_a_read_only_folder_names_the_folder() -> None:
     """SQLite must create ``-wal`` and ``-shm`` beside the file; it said "readonly database"."""
     with shared_folder() as folder:
-        home = folder / "home"
-        home.mkdir()
-        path = home / "state.db"
-        _store_with_messages(path, 3)
+        home, path = _store_in_a_folder_of_its_own(folder)
         give_to_other_user(home, path)
         home.chmod(0o500)
 
@@ -120,10 +126,7 @@ def test_a_read_in_a_read_only_folder_names_the_folder() -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can make a file another user owns")
 def test_a_loose_file_of_another_user_is_refused_by_name_not_as_a_bare_permission_error() -> None:
     with shared_folder() as folder:
-        home = folder / "home"
-        home.mkdir()
-        path = home / "state.db"
-        _store_with_messages(path, 3)
+        home, path = _store_in_a_folder_of_its_own(folder)
         give_to_other_user(home)  # the folder is the user's, the file root's
         path.chmod(0o644)  # readable by everyone: it has to be tightened, which only root may
 
