@@ -11,7 +11,11 @@ On PostgreSQL the same report means (see :class:`MaintenanceRepository`):
 (repaired by moving it forward; page checks belong to the server's own tools,
 e.g. ``amcheck``/``pg_checksums``, which this does not run); ``foreign_keys``
 -- rows whose session or parent is missing; ``fts`` -- a search index missing
-or invalid (repaired by rebuilding both); counters as on SQLite.
+or invalid (repaired by rebuilding it); counters as on SQLite.
+
+On SQLite every full-text index the file has is checked and, when stale,
+rebuilt, in whichever layout the file keeps it (ours, or one of the agent's
+own schema versions: see :mod:`hermes_store.layout`).
 
 A SQLite file with damaged pages gets a survey instead of the later checks
 (which would only stop at the first damaged page): which tables and indexes
@@ -36,6 +40,11 @@ class CheckReport:
     integrity: list[str] = field(default_factory=list)
     foreign_keys: list[dict[str, Any]] = field(default_factory=list)
     fts: str | None = None
+    """What is wrong with the search indexes, in one line; None when they all agree."""
+    stale_fts: list[str] = field(default_factory=list)
+    """The search indexes that disagree with ``messages`` (or, on PostgreSQL, are missing)."""
+    unchecked_fts: dict[str, str] = field(default_factory=dict)
+    """Search indexes the file has that this process cannot check (a tokenizer it lacks)."""
     miscounted: list[dict[str, Any]] = field(default_factory=list)
     repaired_counters: int = 0
     rebuilt_fts: bool = False
@@ -68,12 +77,15 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
     # A write unit even to only look: FTS5's integrity-check is an INSERT, which
     # would take the write lock half-way through a read transaction anyway.
     with store.write() as uow:
-        maintenance = MaintenanceRepository(uow.connection)
+        maintenance = MaintenanceRepository(uow.connection, uow.layout)
         report.integrity = maintenance.integrity_problems()
         if report.integrity and uow.connection.dialect.name == "sqlite":
             return  # damaged pages: the other checks would stop at them; nothing is mended
         report.foreign_keys = maintenance.foreign_key_problems()
-        report.fts = maintenance.fts_problem()
+        fts = maintenance.fts_problems()
+        report.fts = "; ".join(f"{name} {problem}" for name, problem in fts.items()) or None
+        report.stale_fts = list(fts)
+        report.unchecked_fts = maintenance.unchecked_fts()
         report.miscounted = maintenance.miscounted_sessions()
         if repair:
             if report.integrity and uow.connection.dialect.name != "sqlite":
@@ -81,6 +93,6 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
                 report.repaired_identity = True
             maintenance.repair_counters(report.miscounted)
             report.repaired_counters = len(report.miscounted)
-            if report.fts is not None:
-                maintenance.rebuild_fts()
+            if report.stale_fts:
+                maintenance.rebuild_fts(report.stale_fts)
                 report.rebuilt_fts = True

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .fts_query import OPERATORS
+from .fts_query import OPERATORS, wanted_terms
 
 _CJK = re.compile(
     "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
@@ -47,7 +47,7 @@ class SubstringQuery:
     like_params: dict[str, str]
     """...and its parameters."""
     needles: list[str]
-    """The substrings looked for, longest first, for building snippets."""
+    """The substrings a match contains (not the excluded ones), longest first, for snippets."""
 
 
 def _escape_like(term: str) -> str:
@@ -65,9 +65,10 @@ def substring_query(
     """
     needles = [_plain(item) for item in items if item not in OPERATORS]
     needles = [n for n in needles if n.strip()]
-    if not needles:
+    wanted = [n for n in map(_plain, wanted_terms(items)) if n.strip()]
+    if not wanted:
         return None
-    ordered = sorted(set(needles), key=len, reverse=True)
+    ordered = sorted(set(wanted), key=len, reverse=True)
     if trigram and all(len(n) >= TRIGRAM for n in needles):
         terms = [item if item in OPERATORS else f'"{_plain(item)}"' for item in items]
         return SubstringQuery(" ".join(terms), None, {}, ordered)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -70,7 +71,39 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals would hold whole conversations
+    # Plain help: typer's rich panels show every flag as taking a value (`--json <bool>`).
+    rich_markup_mode=None,
 )
+
+
+def _version(asked: bool) -> None:
+    if not asked:
+        return
+    from .schema_state import HEAD_REVISION, HEAD_SCHEMA_VERSION
+
+    try:
+        version = metadata.version("hermes-store")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        version = "(not installed)"
+    out.print(
+        Text(
+            f"hermes-store {version} (schema version {HEAD_SCHEMA_VERSION}, "
+            f"revision {HEAD_REVISION})"
+        )
+    )
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """The Hermes agent's session store (state.db): inspect, search, export, maintain."""
 
 
 class CliError(Exception):
@@ -84,7 +117,7 @@ DbOption = Annotated[
     Path | None,
     typer.Option(
         "--db",
-        help="SQLite file of the store \\[default: $HERMES_STORE_URL, else "
+        help="SQLite file of the store [default: $HERMES_STORE_URL, else "
         "$HERMES_HOME/state.db, else ~/.hermes/state.db]",
         dir_okay=False,
         show_default=False,
@@ -99,7 +132,7 @@ PatienceOption = Annotated[
     typer.Option(
         "--patience",
         min=0,
-        help="Seconds to wait for another writer's lock \\[default: 30]",
+        help="Seconds to wait for another writer's lock [default: 30]",
         show_default=False,
     ),
 ]
@@ -151,12 +184,7 @@ def _open(
             "(run 'hermes-store upgrade' to create one, or pass --db)"
         )
     policy = ContentionPolicy(patience_s=target.patience) if target.patience is not None else None
-    try:
-        return Store(target.url, policy=policy, migrate=migrate, read_only=read_only)
-    except ModuleNotFoundError as error:
-        if (error.name or "").startswith("hermes_store"):
-            raise  # our own packaging problem, not the user's: keep the traceback
-        raise CliError(f"cannot open {target.describe()}: missing driver ({error})") from None
+    return Store(target.url, policy=policy, migrate=migrate, read_only=read_only)
 
 
 @contextmanager
@@ -187,13 +215,11 @@ def _state(store: Store) -> tuple[int | None, str | None]:
 @app.command()
 def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption = None) -> None:
     """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
-    from .migrate import upgrade_to_head
-
     target = _target(db, url, patience)
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
-        upgrade_to_head(store.engine)
+        store.upgrade_to_head()
         after = _state(store)
     now = f"schema version {after[0]}, revision {after[1]}"
     if ladder_of(*after) is Ladder.AGENT:
@@ -354,7 +380,9 @@ def lineage(
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help='FTS5 query: words, "phrases", OR, NOT, prefix*.')],
+    query: Annotated[
+        str, typer.Argument(help='FTS5 query: words, "phrases", OR, NOT, -word, prefix*.')
+    ],
     source: Annotated[
         list[str] | None, typer.Option("--source", help="Only this source (repeatable).")
     ] = None,
@@ -456,7 +484,7 @@ def export(
     ] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="JSONL file to write \\[default: stdout]", dir_okay=False),
+        typer.Option("--out", "-o", help="JSONL file to write [default: stdout]", dir_okay=False),
     ] = None,
     source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
     db: DbOption = None,
@@ -482,7 +510,8 @@ def export(
             total = sdb.session_count(source)
             records = sdb.iter_export(source)
         writer = _stdout_writer() if to_stdout else _private_output(output)  # type: ignore[arg-type]
-        with writer as handle, _progress() as progress:
+        # The export's read unit ends here, before the store closes, however the loop ends.
+        with writer as handle, _progress() as progress, _closing_iterator(records):
             task = progress.add_task("exporting", total=total)
             count = messages = 0
             for record in records:
@@ -494,6 +523,16 @@ def export(
         f"exported {count} session(s), {messages} message(s) to {'stdout' if to_stdout else output}"
     )
     (err if to_stdout else out).print(summary)
+
+
+@contextmanager
+def _closing_iterator(records: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()
 
 
 @contextmanager
@@ -698,7 +737,7 @@ def import_(
     try:
         total = sum(1 for _ in _records(file))
     except CliError as error:
-        raise CliError(f"{file} {error}") from None
+        raise CliError(f"{file} {error}; nothing was imported") from None
     result = _ImportResult()
     with _open(target, create=True) as store, _progress() as progress:
         task = progress.add_task("importing", total=total)
@@ -790,13 +829,20 @@ def copy_(
             ),
             soft_wrap=True,
         )
+    there_already = (
+        " (the rest were there already)"
+        if (report.sessions_copied, report.messages_copied)
+        != (report.sessions_total, report.messages_total)
+        else ""
+    )
     out.print(
         Text(
             f"copied {report.sessions_copied} of {report.sessions_total} session(s) and "
             f"{report.messages_copied} of {report.messages_total} message(s) to "
-            f"{goal.describe()} (the rest were there already); verified: every session "
+            f"{goal.describe()}{there_already}; verified: every session "
             "is there with the same number of messages"
-        )
+        ),
+        soft_wrap=True,
     )
 
 
@@ -888,14 +934,14 @@ def title(
 @app.command()
 def check(
     repair: Annotated[
-        bool, typer.Option("--repair", help="Recompute counters and rebuild the FTS index.")
+        bool, typer.Option("--repair", help="Recompute counters and rebuild stale search indexes.")
     ] = False,
     db: DbOption = None,
     url: UrlOption = None,
     patience: PatienceOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check integrity, foreign keys, the FTS index and the counters; exit 1 if not healthy."""
+    """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
     from .check import check as run_check
 
     with _open(_target(db, url, patience), migrate=False) as store:
@@ -920,7 +966,7 @@ def check(
         if report.ok:
             out.print(Text("ok", style="bold green"))
         else:
-            hint = "" if repair else "; 'hermes-store check --repair' mends counters and FTS"
+            hint = "" if repair else "; 'hermes-store check --repair' mends counters and indexes"
             out.print(Text(f"problems found{hint}", style="bold red"))
     if not report.ok:
         raise typer.Exit(1)
@@ -1027,16 +1073,49 @@ def fail(message: str) -> None:
     err.print(Text(f"error: {_one_line(message)}", style="bold red"), soft_wrap=True)
 
 
+class _ReaderLeft(Exception):
+    """stdout's reader closed the pipe (``hermes-store export | head``): nothing is wrong."""
+
+
+class _PipeAwareStdout:
+    """stdout, but a closed pipe raises :class:`_ReaderLeft` instead of ``BrokenPipeError``.
+
+    Click catches ``BrokenPipeError`` itself and exits 1; a Unix tool whose
+    reader left ends quietly, with status 141 (SIGPIPE) or 0. Everything else
+    is the real stream's.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _ReaderLeft from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _ReaderLeft from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> None:
     """Console script ``hermes-store``."""
+    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment]
     try:
         app()
     except (CliError, StoreError) as error:
         fail(str(error))
     except SQLAlchemyError as error:
         fail(_database_message(error))
-    except BrokenPipeError:  # `hermes-store export | head`: the reader left, nothing is wrong
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (_ReaderLeft, BrokenPipeError):
+        # The rest of the output goes nowhere, including Python's flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
         sys.exit(141)
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from .schema_state import file_is_current, is_current_on
 _log = logging.getLogger("hermes_store")
 
 
-class _Kept:
+class KeptConnection:
     """A thread's connection; returned to the pool when the thread's locals die."""
 
     __slots__ = ("__weakref__", "busy", "connection", "pid")
@@ -53,8 +54,11 @@ class _Kept:
             with contextlib.suppress(SQLAlchemyError):
                 self.connection.close()
 
-    def __del__(self) -> None:
-        self.close()
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # At interpreter exit the modules this needs may be gone already, and the
+        # process's connections close with it: nothing to give back.
+        if not _finalizing():
+            self.close()
 
 
 def _describe(engine: Engine) -> str:
@@ -65,21 +69,29 @@ def _describe(engine: Engine) -> str:
 
 
 class ThreadConnections:
-    """Hands each thread its kept connection, or a spare one while that is busy."""
+    """Hands each thread its kept connection, or a spare one while that is busy.
 
-    def __init__(self, engine: Engine) -> None:
+    ``alive`` (PostgreSQL's) tells whether a kept connection still reaches its
+    server before a unit runs on it; one that does not is invalidated, and
+    SQLAlchemy gives the unit a fresh one (pre-pinged by the pool).
+    """
+
+    def __init__(self, engine: Engine, alive: Callable[[Connection], bool] | None = None) -> None:
         self._engine = engine
         self.database = _describe(engine)
         """How errors name the database: its file, or its URL without the password."""
+        self._alive = alive
         self._local = threading.local()
-        self._kept: weakref.WeakSet[_Kept] = weakref.WeakSet()
+        self._kept: weakref.WeakSet[KeptConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
         self.on_replaced: Callable[[], None] | None = None
         """Called once connections moved to a file that replaced the store's (the store
         then forgets what it knew of the old file's layout)."""
 
-    def acquire(self) -> tuple[Connection, bool]:
-        """(connection, kept): give it back with :meth:`release` and the same flag.
+    def acquire(self) -> tuple[Connection, KeptConnection | None]:
+        """(connection, holder): give it back with :meth:`release` and the same holder.
+
+        ``holder`` is the thread's kept connection, or None for a spare.
 
         A SQLite connection whose file was replaced at its path is moved to the
         file now there first (see :mod:`hermes_store.file_identity`), or
@@ -136,25 +148,53 @@ class ThreadConnections:
             "head schema; nothing was written to either (reopen the store to adopt it)"
         )
 
-    def _acquire(self) -> tuple[Connection, bool]:
-        kept: _Kept | None = getattr(self._local, "kept", None)
+    def _acquire(self) -> tuple[Connection, KeptConnection | None]:
+        kept: KeptConnection | None = getattr(self._local, "kept", None)
         if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
             if kept.busy:
-                return self._engine.connect(), False  # the thread's own is busy: a spare
+                return self._engine.connect(), None  # the thread's own is busy: a spare
+            if self._alive is not None and not self._alive(kept.connection):
+                kept.connection.invalidate()  # the next statement reconnects
             kept.busy = True
-            return kept.connection, True
-        kept = _Kept(self._engine.connect())
+            return kept.connection, kept
+        kept = KeptConnection(self._engine.connect())
         kept.busy = True
         self._local.kept = kept
         with self._lock:
             self._kept.add(kept)
-        return kept.connection, True
+        return kept.connection, kept
 
-    def release(self, connection: Connection, kept: bool) -> None:
-        if kept:
-            self._local.kept.busy = False
+    def release(self, connection: Connection, holder: KeptConnection | None) -> None:
+        """Give back what :meth:`acquire` gave, from whichever thread ends the unit.
+
+        The holder itself is passed back, not looked up again: a unit a
+        generator held open may end in another thread, or after the thread
+        kept a new connection (``Store.close`` closed the old one).
+        """
+        if holder is not None:
+            holder.busy = False
         else:
             connection.close()
+
+    def forget_inherited(self) -> list[KeptConnection]:
+        """In a child after ``fork``: drop the parent's kept connections (see hermes_store.forking).
+
+        Idle SQLite ones are closed here (the child's SQLite lock bookkeeping
+        must not count them); the rest -- busy in a parent thread, or a
+        server's socket the parent still uses -- are returned, for the caller
+        to keep referenced and never touch.
+        """
+        untouchable = []
+        with self._lock:
+            inherited = [holder for holder in self._kept if holder.pid != os.getpid()]
+        for holder in inherited:
+            self._kept.discard(holder)
+            if holder.busy or self._engine.dialect.name != "sqlite":
+                untouchable.append(holder)
+            elif not holder.connection.closed:
+                with contextlib.suppress(SQLAlchemyError):
+                    holder.connection.invalidate()
+        return untouchable
 
     def close_all(self) -> None:
         """Return every kept connection to the pool (when no unit of work is running)."""

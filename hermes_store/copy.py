@@ -16,6 +16,13 @@ and an interrupted copy can simply be run again:
 5. verification: every source session must be in the target with the same
    number of messages, or :class:`CopyError` says which are not.
 
+Before step 1 the target is searched for other data under the source's ids
+(another session under a session id, another message under a message id, a
+source title another session has): the copy is then refused with nothing
+written, instead of half-merging two stores. Rows an earlier run of the same
+copy left are not "other": they are skipped, so an interrupted copy is run
+again.
+
 Running it twice adds nothing and changes nothing. It copies a store at
 rest: stop the writers first, since a session copied earlier is not updated
 by a later run (its new messages are copied, its counters are not).
@@ -109,6 +116,7 @@ def copy_store(
             result.messages_total = _count_messages(read, layout)
             result.inactive_left = _count(read, M) - result.messages_total
             _refuse_orphans(read)
+            _refuse_clashes(read, layout, target_store, batch_size)
             _copy_sessions(read, layout, target_store, batch_size, result, report)
             _link_parents(read, target_store, batch_size, result, report)
             _copy_messages(read, layout, target_store, batch_size, result, report)
@@ -141,8 +149,99 @@ def _refuse_orphans(read: Connection) -> None:
         )
 
 
+# What makes a row the same row in both stores: a copy of it, left by an earlier run.
+_SESSION_IDENTITY = (S.c.id, S.c.source, S.c.started_at)
+_MESSAGE_IDENTITY = (M.c.id, M.c.session_id, M.c.role, M.c.timestamp)
+
+
+def _refuse_clashes(read: Connection, layout: Layout, target: Store, batch_size: int) -> None:
+    """Refuse, before anything is written, a target holding other data under the source's ids.
+
+    A row of the target with a source row's id is fine if it is that row
+    (an earlier, interrupted copy left it); anything else -- another session
+    under a session id, another message under a message id, a source title
+    another target session has -- would half-merge two stores.
+    """
+    sessions = _other_rows(read, target, S, _SESSION_IDENTITY, batch_size)
+    messages = _other_rows(read, target, M, _MESSAGE_IDENTITY, batch_size)
+    titles = _taken_titles(read, target) if "title" in layout.session_columns else []
+    if not (sessions or messages or titles):
+        return
+    details = []
+    if sessions:
+        details.append(
+            f"{len(sessions)} session(s) with other data under their ids: "
+            + ", ".join(map(str, sessions[:5]))
+        )
+    if messages:
+        details.append(
+            f"{len(messages)} message(s) of other sessions under their ids: ids "
+            + ", ".join(map(str, messages[:5]))
+        )
+    if titles:
+        details.append(
+            f"{len(titles)} title(s) another target session has, for: " + ", ".join(titles[:5])
+        )
+    raise CopyError(
+        "the target already holds other data under the source's ids ("
+        + "; ".join(details)
+        + "); nothing was copied: copy into an empty store, or one an earlier copy of this "
+        "source filled"
+    )
+
+
+def _other_rows(
+    read: Connection, target: Store, table: Any, identity: tuple[Any, ...], batch_size: int
+) -> list[Any]:
+    """Ids of source rows whose target row under the same id is another row."""
+    clashing: list[Any] = []
+    columns = select(*identity)
+    for rows in _identity_batches(read, table, columns, batch_size):
+        ids = [row["id"] for row in rows]
+        with target.read() as uow:
+            there = {
+                row["id"]: row
+                for row in uow.connection.execute(columns.where(table.c.id.in_(ids))).mappings()
+            }
+        clashing += [
+            row["id"] for row in rows if row["id"] in there and dict(there[row["id"]]) != row
+        ]
+    return clashing
+
+
+def _taken_titles(read: Connection, target: Store) -> list[str]:
+    """Source sessions whose title a different target session already has."""
+    titled = {
+        title: sid
+        for sid, title in read.execute(select(S.c.id, S.c.title).where(S.c.title.is_not(None)))
+    }
+    if not titled:
+        return []
+    with target.read() as uow:
+        owners = uow.connection.execute(
+            select(S.c.title, S.c.id).where(S.c.title.in_(list(titled)))
+        ).all()
+    return sorted(titled[title] for title, owner in owners if owner != titled[title])
+
+
 def _count(connection: Connection, table: Any) -> int:
     return int(connection.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _identity_batches(
+    connection: Connection, table: Any, columns: Any, batch_size: int
+) -> Iterator[list[dict[str, Any]]]:
+    """``columns`` of every row of ``table`` (any layout has them) in id order, in batches."""
+    last = None
+    while True:
+        statement = columns.order_by(table.c.id).limit(batch_size)
+        if last is not None:
+            statement = statement.where(table.c.id > last)
+        rows = [dict(row) for row in connection.execute(statement).mappings()]
+        if not rows:
+            return
+        yield rows
+        last = rows[-1]["id"]
 
 
 def _count_messages(connection: Connection, layout: Layout) -> int:
@@ -215,11 +314,12 @@ def _copy_sessions(
         result.skipped_sessions += [row["id"] for row in rows if row["id"] not in present]
         done += len(rows)
         report("sessions", done, result.sessions_total)
-    if result.skipped_sessions:
+    if result.skipped_sessions:  # refused up front by _refuse_clashes; a writer since?
         names = ", ".join(result.skipped_sessions[:5])
         raise CopyError(
             f"{len(result.skipped_sessions)} session(s) could not be written to the target "
-            f"(a title already used by another session there?): {names}; no message was copied"
+            f"(a title used by another session there since the copy began?): {names}; "
+            "no message was copied"
         )
 
 

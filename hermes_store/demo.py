@@ -37,7 +37,8 @@ def run(db: SessionDB) -> int:
     db.end_session(child, "user_exit")
 
     session = db.get_session(root)
-    print(f"store:    {db.db_path}")
+    where = db.db_path or db.store.url.render_as_string(hide_password=True)
+    print(f"store:    {where}")
     print(
         f"session:  {root} {session['title']!r}: {session['message_count']} messages, "
         f"{session['tool_call_count']} tool call(s)"

@@ -19,12 +19,14 @@ through :class:`SqliteRules`, which each connection carries:
   next unit of work (:mod:`hermes_store.file_identity`);
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
   never blocks, so the ``-wal`` file does not grow without bound (run by the
-  unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`).
+  unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`;
+  a checkpoint that fails is logged and retried, and never fails the write).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import sqlite3
@@ -38,9 +40,10 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine
 
 from .durability import Durability
-from .errors import StoreLockedError
+from .errors import InvalidInputError, StoreLockedError
 from .file_identity import OpenedFiles
 from .location import sqlite_file
+from .validation import int_arg, number_arg
 
 READ_OPTION = "hermes_read"
 """Execution option: the transaction only reads, so it must not take the write lock."""
@@ -48,6 +51,7 @@ PATIENCE_OPTION = "hermes_patience"
 """Execution option: seconds this transaction may wait for the write lock."""
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_log = logging.getLogger(__name__)
 _SQLITE_RULES = "hermes_sqlite_rules"
 OPENED_FILES = "hermes_opened_files"
 """Connection info: the :class:`~hermes_store.file_identity.OpenedFiles` of a file's connection."""
@@ -69,17 +73,25 @@ class ContentionPolicy:
     checkpoint_every: int = 50
 
     def __post_init__(self) -> None:
-        if self.patience_s < 0:
-            raise ValueError(f"patience_s must be >= 0, got {self.patience_s}")
-        if not 0 <= self.jitter_min_s <= self.jitter_max_s:
-            raise ValueError(
+        # InvalidInputError is a ValueError: a policy that makes no sense opens nothing.
+        number_arg("patience_s", self.patience_s, minimum=0.0)
+        number_arg("jitter_min_s", self.jitter_min_s, minimum=0.0)
+        number_arg("jitter_max_s", self.jitter_max_s, minimum=0.0)
+        if not self.jitter_min_s <= self.jitter_max_s:
+            raise InvalidInputError(
                 f"need 0 <= jitter_min_s <= jitter_max_s, got {self.jitter_min_s}, "
                 f"{self.jitter_max_s}"
             )
-        if self.busy_timeout_ms < 0:
-            raise ValueError(f"busy_timeout_ms must be >= 0, got {self.busy_timeout_ms}")
-        if self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        int_arg("busy_timeout_ms", self.busy_timeout_ms, minimum=0)
+        int_arg("checkpoint_every", self.checkpoint_every, minimum=1)
+
+    def busy_timeout_for(self, patience_s: float) -> int:
+        """The busy timeout (ms) a wait of ``patience_s`` may use: never more than the patience.
+
+        SQLite's busy handler waits inside one attempt; left at 1 s, a
+        patience of 0 would still wait a whole second before failing.
+        """
+        return min(self.busy_timeout_ms, int(patience_s * 1000))
 
 
 def is_lock_error(error: BaseException) -> bool:
@@ -115,7 +127,7 @@ def create_store_engine(
         return create_postgresql_engine(url, policy, durability, read_only=read_only)
     if url.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
-    timeout = policy.busy_timeout_ms / 1000
+    timeout = policy.busy_timeout_for(policy.patience_s) / 1000
     path = sqlite_file(url)
     if read_only and path is not None:
         uri = read_only_uri(path)
@@ -157,15 +169,18 @@ class _CheckpointClock:
     """Counts write commits across the engine's connections and says when to checkpoint.
 
     ``next`` on an ``itertools.count`` is atomic under the GIL, so threads
-    sharing the engine need no lock for it on every commit.
+    sharing the engine need no lock for it on every commit. A checkpoint that
+    failed is overdue: the next commit tries again instead of waiting for the
+    next multiple, so a disk that has room again gets its WAL moved in soon.
     """
 
     def __init__(self, every: int) -> None:
         self._every = every
         self._commits = itertools.count(1)
+        self.overdue = False
 
     def tick(self) -> bool:
-        return next(self._commits) % self._every == 0
+        return next(self._commits) % self._every == 0 or self.overdue
 
 
 class SqliteRules:
@@ -180,31 +195,68 @@ class SqliteRules:
     which follows the same rules.
     """
 
-    __slots__ = ("_clock", "database", "policy")
+    __slots__ = ("_clock", "busy_timeout_ms", "database", "policy")
 
     def __init__(self, policy: ContentionPolicy, database: str) -> None:
         self.policy = policy
         self.database = database
+        self.busy_timeout_ms = policy.busy_timeout_for(policy.patience_s)
+        """Every connection's busy timeout: the policy's, cut to its patience."""
         self._clock = _CheckpointClock(policy.checkpoint_every)
 
     def begin(
         self, dbapi_connection: sqlite3.Connection, *, write: bool, patience_s: float | None
     ) -> None:
-        """A deferred ``BEGIN`` for readers; ``BEGIN IMMEDIATE`` within the patience for writers."""
+        """A deferred ``BEGIN`` for readers; ``BEGIN IMMEDIATE`` within the patience for writers.
+
+        A unit whose own patience is shorter than the connection's busy timeout
+        waits at most that long: the busy timeout is cut for its ``BEGIN
+        IMMEDIATE`` attempts and set back right after.
+        """
         if not write:
             dbapi_connection.execute("BEGIN")
             return
-        patience = self.policy.patience_s if patience_s is None else patience_s
-        _begin_immediate(dbapi_connection, self.policy, float(patience), self.database)
+        if patience_s is None:
+            _begin_immediate(dbapi_connection, self.policy, self.policy.patience_s, self.database)
+            return
+        busy_ms = self.policy.busy_timeout_for(patience_s)
+        if busy_ms >= self.busy_timeout_ms:
+            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
+            return
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        try:
+            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
+        finally:
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
     def after_write_commit(self, dbapi_connection: sqlite3.Connection) -> None:
         """After a write commit: every Nth one runs the PASSIVE checkpoint.
 
         Run once the transaction has committed (a checkpoint inside it could
         not copy its pages). PASSIVE never waits for readers or writers.
+
+        It never raises: the write is already in the WAL, durable and visible,
+        and a caller told it had failed would write it again. A checkpoint
+        that fails (a full disk, an I/O error) is logged and retried at the
+        next commit; until one succeeds the WAL only grows, which loses nothing.
         """
-        if self._clock.tick():
+        if not self._clock.tick():
+            return
+        try:
             dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as error:
+            if not self._clock.overdue:
+                _log.warning(
+                    "WAL checkpoint of %s failed (%s); the write committed, and the "
+                    "checkpoint is retried after the next commit",
+                    self.database,
+                    error,
+                )
+            self._clock.overdue = True
+            return
+        if self._clock.overdue:
+            _log.info("WAL checkpoint of %s succeeded again", self.database)
+            self._clock.overdue = False
 
 
 def sqlite_rules(connection: Connection) -> SqliteRules | None:
@@ -228,7 +280,7 @@ def _install_sqlite_rules(
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
         # Autocommit at the driver level: transactions begin only where we say.
         dbapi_connection.isolation_level = None
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(policy.busy_timeout_ms)}")
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {rules.busy_timeout_ms}")
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
         # Set even for FULL: a build whose default is NORMAL must not weaken it silently.
         dbapi_connection.execute(synchronous)
@@ -294,6 +346,7 @@ def _begin_immediate(
     started = time.monotonic()
     deadline = started + patience_s
     attempts = 0
+    pauses: list[float] = []
     while True:
         attempts += 1
         try:
@@ -304,6 +357,7 @@ def _begin_immediate(
                 raise
             now = time.monotonic()
             if now >= deadline:
-                raise StoreLockedError(database, now - started, attempts) from error
-            pause = random.uniform(policy.jitter_min_s, policy.jitter_max_s)
-            time.sleep(min(pause, deadline - now))
+                raise StoreLockedError(database, now - started, attempts, tuple(pauses)) from error
+            pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
+            pauses.append(pause)
+            time.sleep(pause)

@@ -4,9 +4,12 @@ Callers of the old ``sqlite3`` store caught ``ValueError`` for bad titles, so
 input errors stay ``ValueError`` subclasses; a missing session is a
 ``LookupError``; a database that stayed locked is its own kind, because the
 right reaction (retry later, tell the user) differs from a programming error.
-A damaged file is its own kind too: it is never "not found", and the message
-says what to do next, because the usual reflex (retry, or copy the file) makes
-it worse.
+A database that cannot be used (disk full, read-only, server gone) is an
+``OSError`` as the operating system's own errors are. A damaged file is its
+own kind again: it is never "not found", retrying cannot mend it, and the
+message says what to do next, because the usual reflex (retry, or copy the
+file) makes it worse. :mod:`hermes_store.failures` turns the drivers' errors
+into these.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ class SessionNotFoundError(StoreError, LookupError):
 class StoreLockedError(StoreError):
     """Another connection held the write lock for longer than the patience budget."""
 
-    def __init__(self, database: str, waited_s: float, attempts: int) -> None:
+    def __init__(
+        self, database: str, waited_s: float, attempts: int, pauses_s: tuple[float, ...] = ()
+    ) -> None:
         super().__init__(
             f"database {database} stayed locked by another writer for {waited_s:.2f} s "
             f"({attempts} attempts); nothing was written"
@@ -52,6 +57,8 @@ class StoreLockedError(StoreError):
         self.database = database
         self.waited_s = waited_s
         self.attempts = attempts
+        self.pauses_s = pauses_s
+        """The jittered pauses slept between the attempts, in order (for diagnosis)."""
 
 
 class SchemaError(StoreError):
@@ -115,3 +122,20 @@ class StoreReplacedError(StoreError):
     Raised instead of writing into (or reading from) a file that was moved
     away or deleted, when the store cannot switch to the file now at the path.
     """
+
+
+class StoreUnavailableError(StoreError, OSError):
+    """The database cannot be used as asked right now: I/O error, server gone, cannot open.
+
+    Nothing of the failed call was committed, except when the connection to a
+    server was lost during the COMMIT itself (the message then says so).
+    """
+
+
+class StoreFullError(StoreUnavailableError):
+    """The disk (or the server's) is full; nothing of the failed call was written."""
+
+
+class StoreAccessError(StoreUnavailableError):
+    """This user may not write or change the file: it, its folder or the file system is
+    read-only, or it belongs to another user."""

@@ -27,11 +27,13 @@ from .errors import (
 from .fts_query import query_items, sanitize_fts5_query
 from .layout import TRIGRAM_INDEX
 from .postgres import retrying
+from .repositories.search import rejected_query
 from .repositories.sessions import BILLING_LABELS, COST_FIELDS, TOKEN_COUNTERS
 from .store import Store
 from .titles import MAX_TITLE_LENGTH, clean_title, lineage_base, lineage_number, next_in_lineage
 from .uow import UnitOfWork
 from .validation import (
+    INT64_MAX,
     decode_json,
     int_arg,
     json_arg,
@@ -232,11 +234,11 @@ class SessionDB:
         """
         arguments = locals()
         usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
-        minimum = 0 if absolute else None
+        # Counters only grow: a negative increment would make them disagree with the usage.
         for name in TOKEN_COUNTERS:
-            usage[name] = int_arg(name, arguments[name], minimum=minimum)
+            usage[name] = int_arg(name, arguments[name], minimum=0)
         for name in COST_FIELDS:
-            usage[name] = number_arg(name, arguments[name], optional=True)
+            usage[name] = number_arg(name, arguments[name], optional=True, minimum=0.0)
         for name in BILLING_LABELS:
             usage[name] = text_arg(name, arguments[name], optional=True)
         if not isinstance(absolute, bool):
@@ -372,7 +374,7 @@ class SessionDB:
                     f"messages[{index}] must be a dict, got {type(message).__name__}"
                 )
             if not _APPEND_ARGUMENTS.issuperset(message):
-                unknown = sorted(message.keys() - _APPEND_ARGUMENTS, key=str)
+                unknown = sorted(map(repr, message.keys() - _APPEND_ARGUMENTS))
                 raise InvalidInputError(
                     f"messages[{index}] has unknown fields: {', '.join(unknown)}"
                 )
@@ -456,11 +458,10 @@ class SessionDB:
 
         A query the sanitizer cannot rescue, or one the engine still rejects,
         finds nothing rather than raising: search input comes straight from
-        people. ``source_filter=[]`` allows no source and finds nothing, as in
-        the old class; an empty ``exclude_sources`` or ``role_filter`` is no
-        filter. (SQLite reports a bad MATCH as OperationalError; PostgreSQL a
-        bad tsquery as syntax_error 42601, a ProgrammingError, and one too big
-        to evaluate as 54001, an OperationalError.)
+        people (see :func:`~hermes_store.repositories.search.rejected_query`).
+        A database that fails while searching raises, as anywhere else.
+        ``source_filter=[]`` allows no source and finds nothing, as in the old
+        class; an empty ``exclude_sources`` or ``role_filter`` is no filter.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
@@ -479,11 +480,9 @@ class SessionDB:
         with self._store.read() as uow:
             try:
                 matches = self._ranked_matches(uow, query, items, filters)
-            except OperationalError:
-                return []
-            except ProgrammingError as error:
-                if getattr(error.orig, "sqlstate", None) != "42601":
-                    raise
+            except (OperationalError, ProgrammingError) as error:
+                if not rejected_query(error):
+                    raise  # the database failed: that is no "no matches"
                 return []
             for match in matches:
                 match["context"] = uow.search.context(match["session_id"], match["id"])
@@ -503,9 +502,10 @@ class SessionDB:
         if has_cjk(query) or not uow.search.has_word_index:
             return self._substring_matches(uow, items, filters, allow_scan=True)
         limit, offset = filters["limit"], filters["offset"]
-        window = {**filters, "limit": offset + limit, "offset": 0}
+        end = min(offset + limit, INT64_MAX)  # a LIMIT is 64-bit, so is the page's end
+        window = {**filters, "limit": end, "offset": 0}
         words = uow.search.match(uow.search.word_query(items), **window)
-        if len(words) == offset + limit:
+        if len(words) == end:
             return words[offset:]
         seen = {match["id"] for match in words}
         substrings = self._substring_matches(uow, items, window, allow_scan=False)
@@ -667,9 +667,7 @@ class SessionDB:
     @retrying
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted."""
-        days = number_arg("older_than_days", older_than_days)
-        if days < 0:
-            raise InvalidInputError(f"older_than_days must be >= 0, got {older_than_days}")
+        days = number_arg("older_than_days", older_than_days, minimum=0.0)
         text_arg("source", source, optional=True)
         cutoff = self._clock() - days * SECONDS_PER_DAY
         with self._store.write() as uow:
@@ -708,8 +706,9 @@ class SessionDB:
         if type(role) is not str or not role.isascii() or not role.strip():
             role = text_arg(_field_name(index, "role"), role, non_empty=True)
         token_count = get("token_count")
-        if token_count is not None and type(token_count) is not int:
-            token_count = int_arg(_field_name(index, "token_count"), token_count)
+        plain_count = type(token_count) is int and 0 <= token_count <= INT64_MAX
+        if token_count is not None and not plain_count:
+            token_count = int_arg(_field_name(index, "token_count"), token_count, minimum=0)
         row: dict[str, Any] = {
             "session_id": session_id,
             "role": role,

@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from .errors import InvalidInputError
 
 URL_ENV = "HERMES_STORE_URL"
 HOME_ENV = "HERMES_HOME"
@@ -39,13 +42,31 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
     """
     if target is None:
         env_url = os.environ.get(URL_ENV)
-        return _with_driver(make_url(env_url)) if env_url else sqlite_url(default_db_path())
+        return _parsed(env_url, f"${URL_ENV}") if env_url else sqlite_url(default_db_path())
     if isinstance(target, URL):
         return _with_driver(target)
+    if not isinstance(target, str | os.PathLike):
+        raise InvalidInputError(
+            f"the store must be a path, a URL or None, got {type(target).__name__}"
+        )
     text = os.fspath(target)
+    if not isinstance(text, str):
+        raise InvalidInputError("the store's path must be text, not bytes")
+    if "\x00" in text:
+        raise InvalidInputError("the store's path or URL holds a NUL character")
     if "://" in text:
-        return _with_driver(make_url(text))
+        return _parsed(text, "the store URL")
     return sqlite_url(text)
+
+
+def _parsed(text: str, what: str) -> URL:
+    """``text`` as a URL; an unreadable one is refused without echoing it (it may hold a
+    password)."""
+    try:
+        return _with_driver(make_url(text))
+    except (ArgumentError, ValueError) as error:
+        scheme = text.split("://", 1)[0]
+        raise InvalidInputError(f"{what} ({scheme}://...) is not a valid URL: {error}") from None
 
 
 def _with_driver(url: URL) -> URL:

@@ -2,7 +2,9 @@
 
 The input is :func:`hermes_store.fts_query.query_items`: terms, ``"phrases"``,
 an optional prefix ``*`` and the operators ``AND``/``OR``/``NOT``, already
-freed of dangling operators. The output keeps FTS5's meaning:
+freed of dangling operators, with every ``NOT`` after something to exclude
+from (``-term`` and ``AND NOT`` are already ``NOT`` there). The output keeps
+FTS5's meaning:
 
 * ``docker deploy``  -> ``( 'docker' & 'deploy' )`` (implicit AND);
 * ``a AND b``        -> ``'a' & 'b'``; ``a OR b`` -> ``'a' | 'b'``;

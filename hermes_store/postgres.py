@@ -18,13 +18,17 @@ IMMEDIATE``; PostgreSQL locks rows, so none of that applies:
   after a random 20-150 ms pause, until the patience budget is spent -- see
   :func:`retrying`, which wraps whole facade calls (each one is one unit);
 * the schema upgrade holds a transaction-level advisory lock, so two
-  processes opening an empty database do not both create the tables.
+  processes opening an empty database do not both create the tables;
+* a connection a thread keeps between units is checked before each unit
+  (:func:`kept_connection_alive`), so a server restart or a killed backend
+  costs the thread no failed call once the server is back.
 """
 
 from __future__ import annotations
 
 import functools
 import random
+import select
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -102,11 +106,12 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
                 "text with a NUL character (U+0000) cannot be stored in or looked up "
                 "from PostgreSQL; nothing was written"
             ) from original
-        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL.
+        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL, and a
+        # DOUBLE PRECISION sum that overflows is refused rather than stored as infinity.
         if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
             raise InvalidInputError(
-                f"a number is out of range for its column on PostgreSQL (INTEGER is 32-bit): "
-                f"{str(original).splitlines()[0]}; nothing was written"
+                f"a number is out of range on PostgreSQL ({str(original).splitlines()[0]}; "
+                "token counters and token_count are INTEGER there, 32-bit); nothing was written"
             ) from original
         # A row lock not granted within lock_timeout: the patience ran out, as on SQLite.
         if getattr(original, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE:
@@ -116,16 +121,52 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
             where = engine.url.render_as_string(hide_password=True)
             raise StoreLockedError(where, waited, 1) from original
 
+    snapshot = (psycopg.IsolationLevel.REPEATABLE_READ, True)
+    server_default = (None, None)  # READ COMMITTED, read-write
+
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        options = connection.get_execution_options()
+        # Sends nothing: psycopg opens the transaction at the first statement with a
+        # BEGIN that carries these (one round trip, and an error there is SQLAlchemy's
+        # to see: a statement run from this hook would escape as a raw psycopg error).
         dbapi_connection = connection.connection.dbapi_connection
-        # psycopg opens the transaction with this first statement.
-        if options.get(READ_OPTION):
-            dbapi_connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        elif options.get(PATIENCE_OPTION) is not None:  # the unit's own budget
-            patience = _milliseconds(float(options[PATIENCE_OPTION]))
-            dbapi_connection.execute(f"SET LOCAL lock_timeout = {patience}")
+        wanted = snapshot if connection.get_execution_options().get(READ_OPTION) else server_default
+        if (dbapi_connection.isolation_level, dbapi_connection.read_only) != wanted:
+            dbapi_connection.isolation_level, dbapi_connection.read_only = wanted
+
+
+def set_unit_patience(connection: Connection, patience_s: float) -> None:
+    """Give the open transaction its own lock budget (``SET LOCAL``: it ends with it).
+
+    Run through SQLAlchemy right after the unit begins, so that a server that
+    went away is recognised as one (and the connection invalidated).
+    """
+    connection.exec_driver_sql(f"SET LOCAL lock_timeout = {_milliseconds(patience_s)}")
+
+
+def kept_connection_alive(connection: Connection) -> bool:
+    """False when the server hung up on an idle kept connection: a restart, a killed backend.
+
+    A connection a thread keeps between units is not checked out of the pool
+    again, so the pool's pre-ping never sees it. A server that ends a session
+    sends its last words and closes the socket; so a quiet socket costs one
+    ``select`` and no round trip, and only one with something to read is pinged.
+    """
+    if connection.closed or connection.invalidated:
+        return True  # nothing to test: SQLAlchemy reconnects an invalidated one itself
+    dbapi_connection = connection.connection.dbapi_connection
+    if dbapi_connection is None or dbapi_connection.closed or dbapi_connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([dbapi_connection.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    if not readable:
+        return True
+    try:
+        return bool(connection.dialect.do_ping(dbapi_connection))
+    except Exception:  # any failure to answer means: do not use it
+        return False
 
 
 def lock_schema(connection: Connection) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from .errors import StoreError
 
 PRIVATE_MODE = 0o600
+PRIVATE_FOLDER_MODE = 0o700
 SIDECARS = ("-wal", "-shm", "-journal")
 
 
@@ -40,6 +41,25 @@ def _refuse_unsafe(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
+def _make_private_folders(folder: Path) -> None:
+    """Create ``folder`` and its missing parents 0700 (``HERMES_HOME`` holds conversations).
+
+    ``mkdir(mode=...)`` is filtered by the umask (and ``parents=True`` gives the
+    parents the umask's mode), so each folder made here is set to 0700 right
+    after; a folder that already existed is left as it is.
+    """
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=PRIVATE_FOLDER_MODE)
+        except FileExistsError:  # another process made it first: theirs to set
+            continue
+        os.chmod(made, PRIVATE_FOLDER_MODE)
+
+
 def require_existing_database(path: Path) -> None:
     """For a read-only open: ``path`` must be a regular file already; nothing is created."""
     if _refuse_unsafe(path) is None:
@@ -52,7 +72,8 @@ def require_existing_database(path: Path) -> None:
 
 
 def ensure_private_database(path: Path, *, tighten: bool = True) -> None:
-    """Create ``path`` 0600 if missing, else (``tighten``) tighten it and its sidecars to 0600.
+    """Create ``path`` 0600 (and missing folders 0700) if missing, else (``tighten``) tighten
+    it and its sidecars to 0600.
 
     A store opening a file passes ``tighten=False`` and calls
     :func:`tighten_private_database` once it knows the file is a session
@@ -60,7 +81,7 @@ def ensure_private_database(path: Path, *, tighten: bool = True) -> None:
     """
     mode = _refuse_unsafe(path)
     if mode is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_private_folders(path.parent)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
         except FileExistsError:  # another process created it first

@@ -153,45 +153,47 @@ _ALL_SQLITE = (
 _COOKIE_SQLITE = "PRAGMA schema_version"
 
 
-def _as_version(raw: object) -> int | None:
-    """The stored version as an int; a value the old code cannot have written is refused."""
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise SchemaError(f"schema_version holds {raw!r}, which is not a version number")
-    try:
-        number = int(raw)
-    except ValueError:
-        raise SchemaError(f"schema_version holds {raw!r}, which is not a version number") from None
-    if number != raw and str(number) != raw:
-        raise SchemaError(f"schema_version holds {raw!r}, which is not a version number")
-    return number
-
-
 def read_schema_state(connection: Connection) -> SchemaState:
     """The version tables as stored (None where absent) and, on SQLite, the schema cookie.
 
     Only reads, so it can run on a ``hermes_read`` connection without taking
-    the write lock.
+    the write lock. A ``schema_version`` that is not a whole number is a
+    :class:`SchemaError`: no program of ours wrote it.
     """
     if connection.dialect.name == "sqlite":
         dbapi_connection = connection.connection.driver_connection
         try:
             version, revision, cookie = dbapi_connection.execute(_ALL_SQLITE).fetchone()
-        except connection.dialect.loaded_dbapi.OperationalError:
-            pass  # a table is missing: an old, empty or foreign file, asked table by table below
+        except sqlite3.OperationalError as error:
+            if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_ERROR:
+                raise  # not a missing table: the file itself failed
+            # a table is missing: an old, empty or foreign file, asked table by table below
         else:
-            return SchemaState(_as_version(version), revision, int(cookie))
+            return SchemaState(_version_number(version), revision, int(cookie))
     present = {name for name in _STATE_TABLES if connection.dialect.has_table(connection, name)}
     version = revision = None
     if "schema_version" in present:
-        version = _as_version(connection.execute(_VERSION).scalar())
+        version = _version_number(connection.execute(_VERSION).scalar())
     if "alembic_version" in present:
         revision = connection.execute(_REVISION).scalar()
     cookie = None
     if connection.dialect.name == "sqlite":
         cookie = int(connection.exec_driver_sql(_COOKIE_SQLITE).scalar_one())
     return SchemaState(version, revision, cookie)
+
+
+def _version_number(raw: object) -> int | None:
+    """The stored ``schema_version`` as an int; SchemaError for ``'abc'`` and the like."""
+    if raw is None:
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    raise SchemaError(
+        f"schema_version holds {raw!r}, not a schema version number: the file was not "
+        "written by the Hermes store (or was changed by hand); refusing to guess its schema"
+    )
 
 
 def read_state(connection: Connection) -> tuple[int | None, str | None]:
@@ -268,7 +270,7 @@ def file_is_current(path: str) -> bool | None:
     finally:
         connection.close()
     try:
-        state = SchemaState(_as_version(version), revision)
+        state = SchemaState(_version_number(version), revision)
         # Ours at head, or the agent's own ladder (read in its layout by the next unit).
         return state.at_head or state.ladder is Ladder.AGENT
     except SchemaError:

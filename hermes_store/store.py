@@ -16,14 +16,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import NoSuchModuleError
 
+from . import forking
 from .connections import ThreadConnections
-from .corruption import corrupt_error
 from .durability import Durability
 from .engine import ContentionPolicy, create_store_engine
 from .errors import InvalidInputError, ReadOnlyStoreError, SchemaError
+from .failures import Failures, missing_driver
 from .layout import STANDARD, Layout, LayoutCell
 from .location import resolve_url, sqlite_file
+from .postgres import kept_connection_alive
 from .private_files import (
     ensure_private_database,
     require_existing_database,
@@ -31,6 +34,7 @@ from .private_files import (
 )
 from .schema_state import HEAD_SCHEMA_VERSION, Ladder, read_schema_state, refuse_foreign_file
 from .uow import UnitOfWork
+from .validation import number_arg
 
 
 @lru_cache(maxsize=16)
@@ -73,18 +77,54 @@ class Store:
         if not isinstance(read_only, bool):
             raise InvalidInputError(f"read_only must be a bool, got {type(read_only).__name__}")
         self.read_only = read_only
+        if policy is not None and not isinstance(policy, ContentionPolicy):
+            raise InvalidInputError(
+                f"policy must be a ContentionPolicy, got {type(policy).__name__}"
+            )
         self.url: URL = resolve_url(target)
         self.path: Path | None = sqlite_file(self.url)
+        self._failures = Failures.of(self.url)
         if self.path is not None:
             if read_only:
                 require_existing_database(self.path)
             else:
-                ensure_private_database(self.path, tighten=False)
+                try:
+                    ensure_private_database(self.path, tighten=False)
+                except OSError as error:
+                    raise self._failures.from_os(error) from error
         self.policy = policy or ContentionPolicy()
-        self.engine: Engine = _engine_for(self.url, self.policy, self.durability, read_only)
-        self._connections = ThreadConnections(self.engine)
+        self.engine: Engine = self._engine()
+        alive = kept_connection_alive if self.url.get_backend_name() == "postgresql" else None
+        self._connections = ThreadConnections(self.engine, alive)
+        forking.watch(self.engine, self._connections)
         self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
         self._open_schema(migrate and not read_only)
+
+    def _engine(self) -> Engine:
+        try:
+            return _engine_for(self.url, self.policy, self.durability, self.read_only)
+        except NoSuchModuleError:
+            raise InvalidInputError(
+                f"{self._failures.where}: no database backend {self.url.get_backend_name()!r} "
+                "(hermes_store runs on SQLite and PostgreSQL)"
+            ) from None
+        except ModuleNotFoundError as error:
+            if (error.name or "").startswith("hermes_store"):
+                raise  # our own packaging problem, not the caller's
+            raise missing_driver(self._failures.where, self.url, error) from error
+
+    def upgrade_to_head(self) -> None:
+        """Migrate the database if it is ours and behind (what opening does by default).
+
+        The check is one read; Alembic is imported only when there is something
+        to migrate; the upgrade is one write transaction. A file of the agent's
+        own schema versions is left as it is.
+        """
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self._where()} was opened read-only (read_only=True): it is not migrated"
+            )
+        self._open_schema(migrate=True)
 
     def _open_schema(self, migrate: bool) -> None:
         """Read the file's schema state, migrate if it is ours and behind, learn its layout.
@@ -100,21 +140,24 @@ class Store:
 
             try:
                 upgrade(self.engine, "head")
-            except Exception as error:  # a migration that meets a damaged page
-                corrupt = corrupt_error(error, self._connections.database)
-                if corrupt is None:
+            except Exception as error:  # damage, a full disk, a read-only folder ...
+                named = self._failures.translate(error)
+                if named is None:
                     raise
-                raise corrupt from error
+                raise named from error
             self._learn_layout(migrate=False)
         if not self.read_only:
             if self.path is not None:  # a session store, known now: private from here on
-                tighten_private_database(self.path)
+                try:
+                    tighten_private_database(self.path)
+                except OSError as error:
+                    raise self._failures.from_os(error) from error
             self._mend_skipped_agent_step()
 
     def _learn_layout(self, migrate: bool) -> bool:
         """Read state and layout in one read unit; False when a migration must come first."""
         sqlite = self.engine.dialect.name == "sqlite"
-        with UnitOfWork(self._connections, write=False) as uow:
+        with UnitOfWork(self._connections, write=False, failures=self._failures) as uow:
             state = read_schema_state(uow.connection)
             ladder = state.ladder  # raises SchemaError for a state we cannot read safely
             if ladder is Ladder.AGENT and not sqlite:
@@ -184,7 +227,9 @@ class Store:
 
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""
-        return UnitOfWork(self._connections, write=False, layouts=self._layouts)
+        return UnitOfWork(
+            self._connections, write=False, layouts=self._layouts, failures=self._failures
+        )
 
     def write(self, *, patience_s: float | None = None) -> UnitOfWork:
         """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
@@ -192,8 +237,14 @@ class Store:
             raise ReadOnlyStoreError(
                 f"{self._where()} was opened read-only (read_only=True): nothing was written"
             )
+        if patience_s is not None:
+            patience_s = number_arg("patience_s", patience_s, minimum=0.0)
         return UnitOfWork(
-            self._connections, write=True, patience_s=patience_s, layouts=self._layouts
+            self._connections,
+            write=True,
+            patience_s=patience_s,
+            layouts=self._layouts,
+            failures=self._failures,
         )
 
     def close(self) -> None:

@@ -25,17 +25,17 @@ sees "not found" or a success for a write that did not happen.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from types import TracebackType
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from sqlalchemy.engine import Connection, RootTransaction
 
-from .connections import ThreadConnections
-from .corruption import corrupt_error
+from .connections import KeptConnection, ThreadConnections
 from .engine import PATIENCE_OPTION, READ_OPTION, SqliteRules, sqlite_rules
+from .failures import Failures
 from .layout import STANDARD, Layout, LayoutCell, drop_unusable_cjk_triggers
+from .postgres import set_unit_patience
 from .prepared import driver_error
 from .repositories import MessageRepository, SearchRepository, SessionRepository
 from .schema_state import read_schema_state
@@ -65,13 +65,15 @@ class UnitOfWork:
         write: bool,
         patience_s: float | None = None,
         layouts: LayoutCell | None = None,
+        failures: Failures,
     ) -> None:
         self._connections = connections
+        self._failures = failures
         self._write = write
         self._patience_s = patience_s
         self._layouts = layouts
         self._connection: Connection | None = None
-        self._kept = False
+        self._kept: KeptConnection | None = None
         self._rules: SqliteRules | None = None
         self._driver: sqlite3.Connection | None = None
         self._transaction: RootTransaction | None = None
@@ -86,9 +88,8 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         try:
             connection, self._kept = self._connections.acquire()
-        except Exception as error:  # connecting reads the header: "not a database"
-            self._raise_if_corrupt(error)
-            raise
+        except Exception as error:  # the connect itself: a missing, damaged or read-only file
+            self._raise_named(error)
         try:
             self._rules = sqlite_rules(connection)
             if self._rules is not None:
@@ -102,14 +103,11 @@ class UnitOfWork:
         except BaseException as error:
             self._connection = connection
             try:
-                # The error that made us give up is the one to report.
-                with contextlib.suppress(Exception):
-                    self.rollback()
+                self._rollback_after(error)  # the layout read may have failed inside the unit
             finally:
                 self._connection = None
                 self._connections.release(connection, self._kept)
-            self._raise_if_corrupt(error)
-            raise
+            self._raise_named(error)
         self._connection = connection
         self.layout = layout
         self.sessions = SessionRepository(connection, layout)
@@ -146,6 +144,8 @@ class UnitOfWork:
         if current.get(READ_OPTION) is not read or current.get(PATIENCE_OPTION, _UNSET) != patience:
             connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
         self._transaction = connection.begin()
+        if self._write and patience is not None and connection.dialect.name == "postgresql":
+            set_unit_patience(connection, patience)
 
     def __exit__(
         self,
@@ -154,27 +154,41 @@ class UnitOfWork:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            if exc_type is None:
+            if exc is None:
                 try:
                     self.commit()
                 except BaseException as error:
-                    self.rollback()  # a failed COMMIT may leave the transaction open
-                    self._raise_if_corrupt(error)
-                    raise
+                    self._rollback_after(error)  # a failed COMMIT may leave the transaction open
+                    self._raise_named(error)
             else:
-                self.rollback()
-                if exc is not None:
-                    self._raise_if_corrupt(exc)
+                self._rollback_after(exc)
+                named = self._failures.translate(exc)
+                if named is not None:
+                    raise named from exc
         finally:
             if self._connection is not None:
                 self._connections.release(self._connection, self._kept)
             self._connection = None
 
-    def _raise_if_corrupt(self, error: BaseException) -> None:
-        """Re-raise a damaged-page error as the store's own, naming the file."""
-        corrupt = corrupt_error(error, self._connections.database)
-        if corrupt is not None and corrupt is not error:
-            raise corrupt from error
+    def _raise_named(self, error: BaseException) -> NoReturn:
+        """Raise the store's error for ``error`` (see :mod:`~hermes_store.failures`), or it."""
+        named = self._failures.translate(error)
+        if named is None:
+            raise error
+        raise named from error
+
+    def _rollback_after(self, error: BaseException) -> None:
+        """Roll back after ``error``; if even that fails, drop the connection, not the error.
+
+        The caller hears about the first failure, which says what went wrong;
+        a connection whose rollback failed may still hold a transaction, so it
+        is invalidated (a later unit gets a fresh one) rather than reused.
+        """
+        try:
+            self.rollback()
+        except Exception:
+            if self._connection is not None and not self._connection.closed:
+                self._connection.invalidate(error if isinstance(error, Exception) else None)
 
     def commit(self) -> None:
         """Commit what is open; a no-op when nothing is (an explicit commit already ran).
@@ -199,9 +213,18 @@ class UnitOfWork:
             self._rules.after_write_commit(self._driver)
 
     def rollback(self) -> None:
-        """Roll back what is open, at both levels; a no-op when nothing is."""
+        """Roll back what is open, at both levels; a no-op when nothing is.
+
+        A closed connection (``Store.close`` while an export was being read)
+        holds nothing to roll back: its transaction ended with it.
+        """
+        if self._connection is None or self._connection.closed:
+            return
         if self._driver is None:
-            if self._transaction is not None and self._transaction.is_active:
+            # Even when it is no longer active: a transaction SQLAlchemy deactivated
+            # because its connection died must still be rolled back, or the
+            # connection refuses to reconnect for every later unit of the thread.
+            if self._transaction is not None:
                 self._transaction.rollback()
             return
         connection = self.connection

@@ -8,6 +8,7 @@ surrogate fails deep inside the driver with a message naming no argument.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,25 +36,44 @@ def text_arg(name: str, value: Any, *, optional: bool = False, non_empty: bool =
     return value
 
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""SQLite's integers (and PostgreSQL's BIGINT, which LIMIT and OFFSET take) are 64-bit."""
+
+
 def int_arg(name: str, value: Any, *, optional: bool = False, minimum: int | None = None) -> Any:
-    """``value`` if it is an int (bool is refused: True is not a token count)."""
+    """``value`` if it is an int the database can hold (bool is refused: True is not a count)."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(f"{name} must be an integer, got {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise InvalidInputError(f"{name} must be >= {minimum}, got {value}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidInputError(f"{name} must fit in 64 bits (at most {INT64_MAX}), got {value}")
     return value
 
 
-def number_arg(name: str, value: Any, *, optional: bool = False) -> Any:
+def number_arg(
+    name: str, value: Any, *, optional: bool = False, minimum: float | None = None
+) -> Any:
+    """``value`` as a finite float (an int too large for a float is refused, not an overflow)."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInputError(f"{name} must be a number, got {type(value).__name__}")
-    if value != value or value in (float("inf"), float("-inf")):
+    try:
+        number = float(value)
+    except OverflowError:
+        magnitude = int(value.bit_length() * math.log10(2))
+        raise InvalidInputError(
+            f"{name} is too large for a float (about 10**{magnitude})"
+        ) from None
+    if not math.isfinite(number):
         raise InvalidInputError(f"{name} must be a finite number, got {value}")
-    return float(value)
+    if minimum is not None and number < minimum:
+        raise InvalidInputError(f"{name} must be >= {minimum:g}, got {value}")
+    return number
 
 
 _JSON = json.JSONEncoder(allow_nan=False)
@@ -68,6 +88,10 @@ def json_arg(name: str, value: Any) -> str | None:
         encoded = _JSON.encode(value)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"{name} is not JSON-serializable: {error}") from None
+    except RecursionError:
+        raise InvalidInputError(
+            f"{name} is nested too deeply to store as JSON (Python's recursion limit)"
+        ) from None
     return text_arg(name, encoded)
 
 
@@ -83,10 +107,14 @@ def names_arg(name: str, value: Any) -> list[str] | None:
 
 
 def decode_json(raw: str | None) -> Any:
-    """Stored JSON back to Python; text that is not JSON is returned as it is."""
+    """Stored JSON back to Python; text that is not JSON is returned as it is.
+
+    So is JSON nested past Python's recursion limit, which another program
+    may have written: the caller gets the text, not a RecursionError.
+    """
     if not raw:
         return raw
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):
         return raw

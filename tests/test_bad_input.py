@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from hermes_store import (
+    ContentionPolicy,
     InvalidInputError,
     SessionDB,
     SessionNotFoundError,
@@ -295,7 +296,7 @@ def test_hostile_queries_still_find_what_they_can(seeded: SessionDB) -> None:
     assert {r["id"] for r in db.search_messages('"seedword')} == seed_ids
     assert {r["id"] for r in db.search_messages("seedword AND AND OR NOT")} == seed_ids
     assert {r["id"] for r in db.search_messages("\x00seedword\x00")} == seed_ids
-    assert {r["id"] for r in db.search_messages("NOT seedword")} == seed_ids
+    assert db.search_messages("NOT seedword") == [], "only an exclusion finds nothing"
     assert db.search_messages("'; DROP TABLE messages; --") == []
 
 
@@ -937,3 +938,217 @@ def test_odd_but_serializable_json_round_trips(seeded: SessionDB) -> None:
     last = seeded.get_messages("s1")[-1]
     assert last["tool_calls"] == calls
     assert last["reasoning_details"] == details
+
+
+# ----------------------------------------------------------------------
+# counters that would go wrong quietly: past 64 (PostgreSQL: 32) bits, not finite, negative
+# ----------------------------------------------------------------------
+TOKEN_COUNTERS = [
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+]
+
+
+def counter_limit(db: SessionDB) -> int:
+    """The largest token counter the backend's column holds (INTEGER: 64 or 32 bits)."""
+    return 2**63 - 1 if db.db_path is not None else 2**31 - 1
+
+
+@pytest.mark.parametrize("counter", TOKEN_COUNTERS)
+def test_a_token_sum_past_the_column_is_refused_and_writes_nothing(
+    seeded: SessionDB, counter: str
+) -> None:
+    # SQLite turned the column into the float 9.223372036854776e18 instead.
+    half = counter_limit(seeded) // 2 + 1
+    seeded.update_token_counts("s2", **{counter: half})
+    error = assert_rejected(seeded, lambda db: db.update_token_counts("s2", **{counter: half}))
+    assert counter in str(error) or "out of range" in str(error)
+    assert seeded.get_session("s2")[counter] == half
+
+
+@pytest.mark.parametrize("cost", ["estimated_cost_usd", "actual_cost_usd"])
+def test_a_cost_sum_that_is_not_finite_is_refused_and_writes_nothing(
+    seeded: SessionDB, cost: str
+) -> None:
+    # SQLite stored inf instead.
+    seeded.update_token_counts("s2", **{cost: 1e308})
+    error = assert_rejected(seeded, lambda db: db.update_token_counts("s2", **{cost: 1e308}))
+    assert cost in str(error) or "out of range" in str(error)
+    assert seeded.get_session("s2")[cost] == 1e308
+
+
+def test_a_counter_at_its_largest_still_takes_zero_and_absolute_values(seeded: SessionDB) -> None:
+    largest = counter_limit(seeded)
+    seeded.update_token_counts("s2", input_tokens=largest, estimated_cost_usd=1e308)
+    seeded.update_token_counts("s2", input_tokens=0, output_tokens=1, estimated_cost_usd=0.0)
+    session = seeded.get_session("s2")
+    assert (session["input_tokens"], session["output_tokens"]) == (largest, 1)
+    assert session["estimated_cost_usd"] == 1e308
+    seeded.update_token_counts("s2", output_tokens=largest, absolute=True)
+    assert seeded.get_session("s2")["output_tokens"] == largest
+
+
+NEGATIVE_COUNTS = [
+    pytest.param(lambda db: db.append_message("s1", "user", "x", token_count=-1), id="token-count"),
+    pytest.param(
+        lambda db: db.append_messages("s1", [{"role": "user", "token_count": -5}]),
+        id="many-token-count",
+    ),
+    *(
+        pytest.param(lambda db, c=c: db.update_token_counts("s1", **{c: -1}), id=f"{c}-increment")
+        for c in TOKEN_COUNTERS
+    ),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", estimated_cost_usd=-0.5), id="estimated-cost"
+    ),
+    pytest.param(lambda db: db.update_token_counts("s1", actual_cost_usd=-1), id="actual-cost"),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", actual_cost_usd=-1.0, absolute=True),
+        id="actual-cost-absolute",
+    ),
+]
+
+
+@pytest.mark.parametrize("call", NEGATIVE_COUNTS)
+def test_negative_token_counts_and_costs_are_invalid_input(seeded: SessionDB, call: Call) -> None:
+    error = assert_rejected(seeded, call)
+    assert ">= 0" in str(error)
+
+
+# ----------------------------------------------------------------------
+# numbers past 64 bits or past a float, JSON nested past the recursion limit, non-text keys
+# ----------------------------------------------------------------------
+def _nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HUGE = 2**63  # one past SQLite's (and PostgreSQL's BIGINT) largest integer
+BIGGER_THAN_A_FLOAT = 10**400
+
+OUT_OF_RANGE = [
+    pytest.param(
+        lambda db: db.append_message("s1", "user", "x", token_count=HUGE), id="token-count"
+    ),
+    pytest.param(
+        lambda db: db.append_messages("s1", [{"role": "user", "token_count": HUGE}]),
+        id="many-token-count",
+    ),
+    *(
+        pytest.param(lambda db, c=c: db.update_token_counts("s1", **{c: HUGE}), id=c)
+        for c in TOKEN_COUNTERS
+    ),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", input_tokens=HUGE, absolute=True),
+        id="input-tokens-absolute",
+    ),
+    pytest.param(lambda db: db.search_messages("seedword", limit=HUGE), id="search-limit"),
+    pytest.param(lambda db: db.search_messages("seedword", offset=HUGE), id="search-offset"),
+    pytest.param(lambda db: db.list_sessions_rich(limit=HUGE), id="rich-limit"),
+    pytest.param(lambda db: db.list_sessions_rich(offset=HUGE), id="rich-offset"),
+    pytest.param(lambda db: db.search_sessions(limit=HUGE), id="sessions-limit"),
+    pytest.param(lambda db: db.top_sessions_by_tokens(HUGE), id="top-limit"),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", estimated_cost_usd=BIGGER_THAN_A_FLOAT),
+        id="estimated-cost",
+    ),
+    pytest.param(
+        lambda db: db.update_token_counts("s1", actual_cost_usd=-BIGGER_THAN_A_FLOAT),
+        id="actual-cost",
+    ),
+    pytest.param(lambda db: db.prune_sessions(BIGGER_THAN_A_FLOAT), id="prune-days"),
+    pytest.param(
+        lambda db: db.append_message("s1", "assistant", "x", tool_calls=_nested(5000)),
+        id="tool-calls-deep",
+    ),
+    pytest.param(
+        lambda db: db.append_messages(
+            "s1", [{"role": "assistant", "reasoning_details": _nested(5000)}]
+        ),
+        id="many-reasoning-details-deep",
+    ),
+    pytest.param(
+        lambda db: db.create_session("new", "cli", model_config={"deep": _nested(100_000)}),
+        id="model-config-deep",
+    ),
+    pytest.param(lambda db: db.append_messages("s1", [{"role": "user", 1: 2}]), id="int-key"),
+    pytest.param(
+        lambda db: db.append_messages("s1", [{"role": "user", ("a", 1): 2, None: 3}]),
+        id="odd-keys",
+    ),
+]
+
+
+@pytest.mark.parametrize("call", OUT_OF_RANGE)
+def test_numbers_and_nesting_past_the_limits_are_invalid_input(
+    seeded: SessionDB, call: Call
+) -> None:
+    """Before, these escaped as OverflowError, RecursionError or TypeError."""
+    error = assert_rejected(seeded, call)
+    assert str(error)
+
+
+def test_the_largest_limits_and_offsets_are_accepted(seeded: SessionDB) -> None:
+    largest = 2**63 - 1
+    assert len(seeded.search_messages("seedword", limit=largest)) == 3
+    assert seeded.search_messages("seedword", limit=largest, offset=largest) == []
+    assert seeded.search_messages("seedword", limit=largest, offset=2) != []
+    assert len(seeded.list_sessions_rich(limit=largest, offset=0, include_children=True)) == 3
+    assert seeded.list_sessions_rich(limit=largest, offset=largest) == []
+    assert len(seeded.top_sessions_by_tokens(largest)) == 3
+
+
+@pytest.mark.sqlite_only("a deeply nested JSON text written by another program")
+def test_stored_json_nested_past_the_recursion_limit_reads_back_as_text(
+    seeded: SessionDB, db_path: Path
+) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    with closing(sqlite3.connect(db_path)) as connection:
+        connection.execute("UPDATE messages SET tool_calls = ? WHERE session_id = 's1'", (deep,))
+        connection.commit()
+    assert [m["tool_calls"] for m in seeded.get_messages("s1")] == [deep, deep]
+    assert seeded.export_session("s1")["messages"][0]["tool_calls"] == deep
+
+
+# ----------------------------------------------------------------------
+# what a store is opened with: the target, the policy, a unit's patience
+# ----------------------------------------------------------------------
+OPENING = [
+    pytest.param(lambda home: SessionDB(123), id="int-path"),
+    pytest.param(lambda home: SessionDB(b"/tmp/state.db"), id="bytes-path"),
+    pytest.param(lambda home: SessionDB(str(home / "a\x00b.db")), id="nul-in-path"),
+    pytest.param(lambda home: SessionDB("postgresql://u@h:notaport/db"), id="bad-port"),
+    pytest.param(lambda home: SessionDB("nosuchdialect://x/y"), id="unknown-backend"),
+    pytest.param(lambda home: SessionDB(str(home / "s.db"), policy="fast"), id="policy-str"),
+    pytest.param(lambda home: ContentionPolicy(patience_s="30"), id="patience-str"),
+    pytest.param(lambda home: ContentionPolicy(patience_s=float("nan")), id="patience-nan"),
+    pytest.param(lambda home: ContentionPolicy(jitter_max_s=float("inf")), id="jitter-inf"),
+    pytest.param(lambda home: ContentionPolicy(busy_timeout_ms=1.5), id="busy-float"),
+    pytest.param(lambda home: ContentionPolicy(checkpoint_every="50"), id="checkpoint-str"),
+]
+
+
+@pytest.mark.parametrize("call", OPENING)
+def test_bad_opening_arguments_are_invalid_input_and_create_nothing(
+    _isolated_home: Path, call: Callable[[Path], Any]
+) -> None:
+    _isolated_home.mkdir()
+    with pytest.raises(InvalidInputError) as raised:
+        call(_isolated_home)
+    assert str(raised.value)
+    assert list(_isolated_home.iterdir()) == [], "a refused open made a file"
+
+
+@pytest.mark.parametrize("patience", ["5", -1, float("nan"), True])
+def test_a_bad_patience_for_one_unit_is_invalid_input(seeded: SessionDB, patience: Any) -> None:
+    def write(db: SessionDB) -> None:
+        with db.store.write(patience_s=patience) as uow:
+            uow.sessions.bump_counters("s1", 1, 0)
+
+    error = assert_rejected(seeded, write)
+    assert "patience_s" in str(error)

@@ -71,6 +71,7 @@ def test_stale_fts_index_is_found_and_rebuilt(db_path: Path) -> None:
     raw.commit()
     report = check(db.store)
     assert report.fts is not None and not report.ok
+    assert report.stale_fts == ["messages_fts"] and "stale" in report.fts
     repaired = check(db.store, repair=True)
     assert repaired.rebuilt_fts and repaired.ok
     assert check(db.store).fts is None
@@ -101,4 +102,44 @@ def test_postgresql_identity_behind_the_ids_is_found_and_moved(pg_url: Any) -> N
     assert repaired.ok and repaired.repaired_identity
     assert check(db.store).integrity == []
     assert db.append_message("s2", "user", "foxtrot") == 4
+    db.close()
+
+
+def _chinese_store(path: Path) -> SessionDB:
+    db = SessionDB(path)
+    db.create_session("zh", "cli")
+    db.append_messages(
+        "zh",
+        [{"role": "user", "content": f"第{i}次对话：聊天记录记忆断裂的问题"} for i in range(20)],
+    )
+    assert len(db.search_messages("记忆断裂", limit=50)) == 20
+    return db
+
+
+@pytest.mark.sqlite_only("the FTS5 trigram index and its integrity-check are SQLite's")
+@pytest.mark.parametrize("damage", ["delete-all", "one row"])
+def test_a_stale_trigram_index_is_reported_as_stale_and_rebuilt(db_path: Path, damage: str) -> None:
+    """Before, check(repair=True) said ok=True and Chinese search then found 0 of 20."""
+    db = _chinese_store(db_path)
+    raw = sqlite3.connect(db_path)
+    if damage == "delete-all":
+        raw.execute("INSERT INTO messages_fts_trigram(messages_fts_trigram) VALUES ('delete-all')")
+    else:
+        (rowid, content) = raw.execute("SELECT id, content FROM messages LIMIT 1").fetchone()
+        raw.execute(
+            "INSERT INTO messages_fts_trigram(messages_fts_trigram, rowid, content) "
+            "VALUES ('delete', ?, ?)",
+            (rowid, content),
+        )
+    raw.commit()
+    raw.close()
+    report = check(db.store)
+    assert not report.ok
+    assert report.stale_fts == ["messages_fts_trigram"]
+    assert report.fts is not None and "messages_fts_trigram" in report.fts
+    assert "stale" in report.fts and "malformed" not in report.fts
+    repaired = check(db.store, repair=True)
+    assert repaired.ok and repaired.rebuilt_fts
+    assert check(db.store).fts is None
+    assert len(db.search_messages("记忆断裂", limit=50)) == 20
     db.close()

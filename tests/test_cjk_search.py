@@ -157,6 +157,19 @@ def test_adjacent_terms_bind_before_not_on_every_route(cjk_db: SessionDB) -> Non
     assert [h["id"] for h in cjk_db.search_messages("记忆断裂 NOT 上下文 分割了")] == [first]
 
 
+def test_negation_excludes_on_both_substring_routes(cjk_db: SessionDB) -> None:
+    """``-term`` and ``AND NOT`` exclude there too; only exclusions find nothing."""
+    (first,) = [
+        h["id"] for h in cjk_db.search_messages("记忆断裂 问题") if h["session_id"] == "zh-1"
+    ]
+    for query in ("记忆断裂 -压缩", "-压缩 记忆断裂", "记忆断裂 AND NOT 压缩", "记忆 -压缩"):
+        assert [h["id"] for h in cjk_db.search_messages(query)] == [first], query
+    short = cjk_db.search_messages("记忆 -压缩")  # the snippet marks what was found
+    assert ">>>记忆<<<" in short[0]["snippet"] and ">>>压缩" not in short[0]["snippet"]
+    for query in ("-记忆断裂", "NOT 记忆", "-压缩 -记忆"):
+        assert cjk_db.search_messages(query) == [], query
+
+
 def test_messages_written_later_are_indexed(cjk_db: SessionDB) -> None:
     cjk_db.append_message("zh-2", "user", "新的消息提到量子计算")
     assert [h["session_id"] for h in cjk_db.search_messages("量子计算")] == ["zh-2"]

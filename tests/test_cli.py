@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -656,3 +657,85 @@ def test_writing_commands_refuse_a_foreign_database_too(
     before = _files(tmp_path)
     one_error_line(cli(*args, "--db", str(foreign)), "not a Hermes session store")
     _unchanged(before, _files(tmp_path))
+
+
+# ----------------------------------------------------------------------
+# never a traceback (issue #16): numbers, damaged files, a missing driver, closed pipes
+# ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions", "--limit", "99999999999999999999"],
+        ["search", "docker", "--offset", "99999999999999999999"],
+        ["stats", "--top", "9223372036854775808"],
+    ],
+)
+def test_a_number_past_64_bits_is_one_line(cli: Run, store: Path, args: list[str]) -> None:
+    one_error_line(cli(*args, "--db", str(store)), "64 bits")
+
+
+def test_show_on_a_file_with_damaged_pages_is_one_line(cli: Run, store: Path) -> None:
+    with closing(sqlite3.connect(store)) as connection:
+        (root,) = connection.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'messages'"
+        ).fetchone()
+        (page_size,) = connection.execute("PRAGMA page_size").fetchone()
+    with store.open("r+b") as raw:
+        raw.seek((root - 1) * page_size)
+        raw.write(b"\xff" * page_size)
+    one_error_line(cli("show", "root", "--db", str(store)), str(store), "damaged")
+
+
+def test_copy_to_postgresql_without_psycopg_says_which_extra_to_install(
+    cli: Run, store: Path, tmp_path: Path
+) -> None:
+    # A Python that cannot import psycopg, as after `pip install hermes-store` without extras.
+    blocker = tmp_path / "no-psycopg"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['psycopg'] = None\nsys.modules['psycopg2'] = None\n"
+    )
+    result = cli(
+        "copy",
+        "--from",
+        str(store),
+        "--to",
+        "postgresql+psycopg://nobody@127.0.0.1:1/none",
+        env={"PYTHONPATH": os.pathsep.join([str(blocker), str(REPO)])},
+    )
+    one_error_line(result, "psycopg", "hermes-store[postgresql]")
+
+
+def test_export_into_a_pipe_closed_early_ends_quietly(tmp_path: Path, home: Path) -> None:
+    """``hermes-store export | head -c1``: status 0 or 141, as other Unix tools, and no noise."""
+    path = tmp_path / "big.db"
+    with SessionDB(path) as db:
+        for n in range(40):
+            db.create_session(f"s{n}", "cli")
+            db.append_messages(f"s{n}", [{"role": "user", "content": "x" * 4000}] * 10)
+    environment = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(REPO)}
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "hermes_store.cli", "export", "--db", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.read(1) == b"{"
+    reader.stdout.close()  # what `head -c1` does after its byte
+    stderr = reader.stderr.read().decode()
+    assert reader.wait(timeout=120) in (0, 141), stderr
+    assert stderr == "", stderr
+
+
+def test_help_shows_flags_as_flags_and_there_is_a_version(cli: Run) -> None:
+    shown = ok(cli("sessions", "--help")).stdout
+    assert "--json" in shown and "<bool>" not in shown, shown
+    version = ok(cli("--version")).stdout
+    assert version.startswith("hermes-store ") and "schema version 6, revision 0008" in version
+
+
+def test_a_bad_import_line_says_that_nothing_was_imported(cli: Run, tmp_path: Path) -> None:
+    dump, target = tmp_path / "bad.jsonl", tmp_path / "target.db"
+    dump.write_text('{"id": "fine", "source": "cli", "started_at": 1}\nnot json\n')
+    one_error_line(cli("import", str(dump), "--db", str(target)), "line 2", "nothing was imported")

@@ -1,8 +1,11 @@
-"""Copying a state.db into PostgreSQL (and back): complete, idempotent, verified.
+"""Copying a state.db into PostgreSQL (and back), or into another file: complete, idempotent,
+verified, and refused before anything is written when the target holds other data.
 
-Real databases on both sides: a SQLite file under tmp_path and a brand-new
-PostgreSQL database per test (``pg_fresh_url``). "The same store" is checked
-through ``export_all``: every session column and every message, ids included.
+Real databases on both sides: a SQLite file under tmp_path, and as the target
+either another file or a brand-new PostgreSQL database per test
+(``pg_fresh_url``; the ``[sqlite]``/``[postgresql]`` variants). "The same
+store" is checked through ``export_all``: every session column and every
+message, ids included.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import URL
 
 from hermes_store import SessionDB
 from hermes_store.copy import CopyError, copy_store
@@ -56,10 +60,19 @@ def _everything(target: Any) -> list[dict[str, Any]]:
         return sorted(db.export_all(), key=lambda s: s["id"])
 
 
-def test_copy_to_postgresql_is_complete_and_idempotent(tmp_path: Path, pg_fresh_url: Any) -> None:
+@pytest.fixture
+def new_target(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Make an empty target store on the test's backend: a new file, or a new database."""
+    if backend == "postgresql":
+        return request.getfixturevalue("pg_fresh_url")
+    made = iter(range(1000))
+    return lambda: tmp_path / f"target-{next(made)}.db"
+
+
+def test_copy_is_complete_and_idempotent(tmp_path: Path, new_target: Any) -> None:
     source = tmp_path / "state.db"
     _seed(source)
-    target = pg_fresh_url()
+    target = new_target()
     phases: list[tuple[str, int, int]] = []
 
     report = copy_store(source, target, batch_size=4, progress=lambda *p: phases.append(p))
@@ -92,44 +105,67 @@ def test_copy_back_from_postgresql_to_sqlite_gives_the_same_store(
         assert len(db.search_messages("docker", limit=100)) == 23
 
 
-def test_copy_fails_loudly_when_the_target_holds_other_messages_under_the_same_ids(
-    tmp_path: Path, pg_fresh_url: Any
+def _other_messages_under_ids_1_and_2(db: SessionDB) -> None:
+    db.create_session("elsewhere", "cli")
+    db.append_messages("elsewhere", [{"role": "user", "content": "x"}] * 2)
+
+
+def _another_session_under_a_source_id(db: SessionDB) -> None:
+    db.create_session("lonely", "telegram")  # same id, another conversation
+
+
+def _a_source_title_on_another_session(db: SessionDB) -> None:
+    db.create_session("other", "cli")
+    db.set_session_title("other", "Fix Docker Build")
+
+
+@pytest.mark.parametrize(
+    ("clash", "named"),
+    [
+        (_other_messages_under_ids_1_and_2, r"2 message\(s\).*ids 1, 2"),
+        (_another_session_under_a_source_id, r"1 session\(s\).*lonely"),
+        (_a_source_title_on_another_session, r"1 title\(s\).*z_root"),
+    ],
+)
+def test_copy_refuses_a_target_holding_other_data_under_the_sources_ids_before_copying(
+    tmp_path: Path, new_target: Any, clash: Any, named: str
 ) -> None:
+    """Before, the copy half-merged and only then failed ("verification failed ... (81 vs 72)")."""
     source = tmp_path / "state.db"
     _seed(source)
-    target = pg_fresh_url()
-    with SessionDB(target) as db:  # an unrelated store already using ids 1 and 2
-        db.create_session("elsewhere", "cli")
-        db.append_messages("elsewhere", [{"role": "user", "content": "x"}] * 2)
-    with pytest.raises(CopyError, match="verification failed.*other message counts"):
+    target = new_target()
+    with SessionDB(target) as db:
+        clash(db)
+    before = _everything(target)
+    with pytest.raises(CopyError, match=named + ".*nothing was copied"):
         copy_store(source, target)
+    assert _everything(target) == before
 
 
-def test_copy_refuses_a_title_already_taken_in_the_target_before_copying_messages(
-    tmp_path: Path, pg_fresh_url: Any
-) -> None:
+def test_copy_leaves_a_parent_link_the_target_already_has(tmp_path: Path, new_target: Any) -> None:
+    """A copied session whose parent was set in the target since is not re-parented."""
     source = tmp_path / "state.db"
     _seed(source)
-    target = pg_fresh_url()
+    target = new_target()
+    copy_store(source, target)
+    with SessionDB(target) as db, db.store.write() as uow:
+        uow.connection.execute(
+            text("UPDATE sessions SET parent_session_id = 'lonely' WHERE id = 'm_child'")
+        )
+    copy_store(source, target)
     with SessionDB(target) as db:
-        db.create_session("other", "cli")
-        db.set_session_title("other", "Fix Docker Build")
-    with pytest.raises(CopyError, match="z_root"):
-        copy_store(source, target)
-    with SessionDB(target) as db:
-        assert db.message_count() == 0
+        assert db.get_session("m_child")["parent_session_id"] == "lonely"
+        assert db.get_session("a_grandchild")["parent_session_id"] == "m_child"
 
 
-def test_copy_refuses_a_source_with_messages_of_no_session(
-    tmp_path: Path, pg_fresh_url: Any
-) -> None:
+def test_copy_refuses_a_source_with_messages_of_no_session(tmp_path: Path, new_target: Any) -> None:
     source = tmp_path / "state.db"
     _seed(source)
     raw = sqlite3.connect(source)  # foreign keys are off on a plain connection, as in old code
     raw.execute("INSERT INTO messages (session_id, role, timestamp) VALUES ('gone', 'user', 1.0)")
     raw.commit()
     raw.close()
-    target = pg_fresh_url()
+    target = new_target()
     with pytest.raises(CopyError, match="1 message.*belong to no session"):
         copy_store(source, target)
     with SessionDB(target) as db:
@@ -143,10 +179,11 @@ def test_copy_refuses_copying_a_store_onto_itself(tmp_path: Path) -> None:
         copy_store(source, f"sqlite:///{source}")
 
 
-def test_cli_copy_reports_and_verifies(tmp_path: Path, pg_fresh_url: Any) -> None:
+def test_cli_copy_reports_and_verifies(tmp_path: Path, new_target: Any) -> None:
     source = tmp_path / "state.db"
     _seed(source)
-    target = pg_fresh_url().render_as_string(hide_password=False)
+    made = new_target()
+    target = made.render_as_string(hide_password=False) if isinstance(made, URL) else str(made)
     env = {
         **os.environ,
         "HERMES_HOME": str(tmp_path / "home"),
@@ -158,9 +195,11 @@ def test_cli_copy_reports_and_verifies(tmp_path: Path, pg_fresh_url: Any) -> Non
     assert first.returncode == 0, first.stderr
     assert "copied 4 of 4 session(s) and 24 of 24 message(s)" in first.stdout
     assert "verified" in first.stdout
+    assert "there already" not in first.stdout, "nothing was there already"
     second = subprocess.run([*command, "--to", target], capture_output=True, text=True, env=env)
     assert second.returncode == 0, second.stderr
     assert "copied 0 of 4 session(s) and 0 of 24 message(s)" in second.stdout
+    assert "the rest were there already" in second.stdout
     missing = subprocess.run(
         [*command[:-1], str(tmp_path / "nope.db"), "--to", target],
         capture_output=True,

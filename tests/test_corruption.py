@@ -82,6 +82,9 @@ def public_calls(db: SessionDB) -> dict[str, Callable[[], Any]]:
     """One call of every public method, each on a session or title that exists."""
     return {
         "create_session": lambda: db.create_session("new", "cli"),
+        "ensure_session": lambda: db.ensure_session("new2"),
+        "resolve_session_id": lambda: db.resolve_session_id("s"),
+        "get_compression_tip": lambda: db.get_compression_tip("s0"),
         "end_session": lambda: db.end_session("s1", "user_exit"),
         "reopen_session": lambda: db.reopen_session("s1"),
         "update_system_prompt": lambda: db.update_system_prompt("s1", "be brief"),

@@ -254,3 +254,74 @@ def test_contention_policy_rejects_nonsense() -> None:
         ContentionPolicy(jitter_min_s=0.2, jitter_max_s=0.1)
     with pytest.raises(ValueError, match="checkpoint_every"):
         ContentionPolicy(checkpoint_every=0)
+
+
+@pytest.mark.parametrize(("patience", "expected_ms"), [(0, 0), (0.25, 250), (30, 1000)])
+def test_the_busy_timeout_never_outlasts_the_patience(
+    db_path: Path, patience: float, expected_ms: int
+) -> None:
+    """``--patience 0`` used to wait SQLite's whole 1 s busy timeout at the first attempt."""
+    store = Store(db_path, policy=ContentionPolicy(patience_s=patience))
+    with store.write() as uow:
+        assert uow.connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == expected_ms
+    store.close()
+
+
+def test_a_units_own_patience_shortens_the_busy_timeout_of_its_begin(db_path: Path) -> None:
+    store = Store(db_path)  # 30 s of patience, a 1 s busy timeout
+    with store.read() as uow:
+        driver = _driver(uow)
+    statements: list[str] = []
+    driver.set_trace_callback(statements.append)
+    try:
+        with lock_held(db_path, 5.0), pytest.raises(StoreLockedError), store.write(patience_s=0.2):
+            pass
+    finally:
+        driver.set_trace_callback(None)
+    begins = [i for i, sql in enumerate(statements) if sql == "BEGIN IMMEDIATE"]
+    assert begins, statements
+    assert statements[: begins[0]] == ["PRAGMA busy_timeout = 200"], statements
+    assert statements[-1] == "PRAGMA busy_timeout = 1000", "the connection's own comes back"
+    with store.write() as uow:
+        assert uow.connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 1000
+    store.close()
+
+
+def test_lock_retries_pause_for_random_jitter_within_the_policy(db_path: Path) -> None:
+    """The pauses between ``BEGIN IMMEDIATE`` attempts are 20-150 ms and not all equal.
+
+    Equal pauses bring back the convoy the jitter is there to break; no pause
+    at all spins on the lock. Both pass every test that only waits for a lock.
+    """
+    policy = ContentionPolicy(patience_s=0.6, busy_timeout_ms=0)  # every attempt fails at once
+    store = Store(db_path, policy=policy)
+    with lock_held(db_path, 5.0), pytest.raises(StoreLockedError) as raised, store.write():
+        pass
+    locked = raised.value
+    pauses = locked.pauses_s
+    assert len(pauses) == locked.attempts - 1 >= 3, locked
+    between = pauses[:-1]  # the last pause is cut short by the deadline
+    assert all(policy.jitter_min_s <= p <= policy.jitter_max_s for p in between), pauses
+    assert len(set(between)) > 1, "the pauses must differ"
+    # Whatever the machine's speed, sleeps of at least 20 ms bound the attempts.
+    assert locked.attempts <= policy.patience_s / policy.jitter_min_s + 1
+    store.close()
+
+
+def test_an_extended_busy_code_is_a_lock_error(db_path: Path) -> None:
+    """SQLITE_BUSY_SNAPSHOT (517 = 5 | 2 << 8): a reader's snapshot went stale under a writer."""
+    SessionDB(db_path).close()
+    reader = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+    writer = sqlite3.connect(db_path, isolation_level=None, timeout=0)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM sessions").fetchone()  # the snapshot is taken
+        writer.execute("INSERT INTO sessions (id, source, started_at) VALUES ('w', 'cli', 1)")
+        with pytest.raises(sqlite3.OperationalError) as raised:
+            reader.execute("INSERT INTO sessions (id, source, started_at) VALUES ('r', 'cli', 2)")
+        assert raised.value.sqlite_errorcode == 517
+        assert is_lock_error(raised.value)
+        reader.execute("ROLLBACK")
+    finally:
+        reader.close()
+        writer.close()

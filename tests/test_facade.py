@@ -5,8 +5,10 @@ Tests named ``test_regression_*`` pin defects found and fixed in the package.
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -880,6 +882,25 @@ def test_export_all_and_iter_export(db: SessionDB) -> None:
     assert isinstance(iterator, Iterator) and not isinstance(iterator, list)
     assert list(iterator) == everything
     assert list(db.iter_export("telegram")) == [by_id["tg1"]]
+
+
+def test_an_export_abandoned_before_close_ends_without_an_error(db: SessionDB) -> None:
+    """Before, its read unit ended after close() with "Cannot operate on a closed database"
+    ("Exception ignored in: <generator ...>")."""
+    for name in ("a", "b", "c"):
+        db.create_session(name, "cli")
+    unraisable: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        exported = db.iter_export()
+        next(exported)
+        db.close()
+        del exported
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert [str(u.exc_value) for u in unraisable] == []
+    assert db.session_count() == 3, "the store opens again on the next call"
 
 
 # ----------------------------------------------------------------------

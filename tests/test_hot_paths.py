@@ -6,6 +6,7 @@ them to the same behaviour as the machinery they bypass.
 
 from __future__ import annotations
 
+import decimal
 import sqlite3
 import subprocess
 import sys
@@ -67,7 +68,8 @@ def test_prepared_answers_like_sqlalchemy(db_path: Path) -> None:
 def test_prepared_applies_bind_processors_and_literal_values(db: SessionDB) -> None:
     db.create_session("s", "cli")
     with db.store.write() as uow:
-        # started_at is REAL: an int goes through SQLAlchemy's float processor.
+        # started_at is REAL: an int goes through SQLAlchemy's float processor (a plain
+        # execute; the Prepared paths: test_prepared_statements_apply_the_columns_bind_processors).
         uow.sessions.add(id="int-time", source="cli", started_at=7)
         assert uow.sessions.bump_counters("s", 2, 3)  # COALESCE(..., 0): a literal bind
     with db.store.read() as uow:
@@ -275,3 +277,20 @@ def test_schema_state_falls_back_when_a_state_table_is_missing(tmp_path: Path) -
         with Store(path, migrate=False) as store, store.read() as uow:
             assert read_state(uow.connection) == expected
             assert uow.connection.exec_driver_sql("SELECT 1").scalar() == 1, "still usable"
+
+
+def test_prepared_statements_apply_the_columns_bind_processors(db_path: Path) -> None:
+    """A REAL column's processor turns a Decimal into a float on the Prepared paths too.
+
+    The one-message INSERT, the multi-row turn INSERT and the counters UPDATE
+    run on the driver; without the processors sqlite3 refuses a Decimal
+    ("type 'decimal.Decimal' is not supported").
+    """
+    db = SessionDB(db_path, clock=lambda: decimal.Decimal("1700000000.25"))
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "one")
+    db.append_messages("s", [{"role": "user", "content": "turn"}] * 3)
+    db.close()
+    with closing(sqlite3.connect(db_path)) as connection:
+        stored = connection.execute("SELECT typeof(timestamp), timestamp FROM messages").fetchall()
+    assert stored == [("real", 1700000000.25)] * 4

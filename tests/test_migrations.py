@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import os
 import sqlite3
 import stat
@@ -21,13 +22,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
+from hermes_store import Store
 from hermes_store.engine import ContentionPolicy, create_store_engine
 from hermes_store.errors import SchemaError
 from hermes_store.location import sqlite_url
@@ -604,6 +608,43 @@ def test_alembic_upgrade_head_on_a_fresh_file_reaches_head(tmp_path: Path, kind:
         assert_triggers_work(connection, "pulsar")
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize("version", range(1, HEAD_SCHEMA_VERSION + 1))
+def test_offline_sql_of_each_revision_leaves_its_own_schema_version(
+    tmp_path: Path, version: int
+) -> None:
+    """``alembic upgrade 000N --sql`` applied to a file gives schema version N, for every N.
+
+    Online, env.py mends ``schema_version`` after each command, which would hide
+    a revision writing the wrong number; offline SQL is run as it is.
+    """
+    target = tmp_path / "offline.db"
+    buffer = io.StringIO()
+    config = alembic_config(url=f"sqlite:///{target}")
+    config.output_buffer = buffer
+    command.upgrade(config, revision_for_version(version), sql=True)
+    assert not target.exists(), "offline mode must not open the database"
+    with closing(sqlite3.connect(target)) as connection:
+        connection.executescript(buffer.getvalue())
+        assert connection.execute("SELECT version FROM schema_version").fetchall() == [(version,)]
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (revision_for_version(version),)
+        ]
+
+
+def test_a_file_whose_revision_moved_while_schema_version_stayed_is_not_current(
+    tmp_path: Path,
+) -> None:
+    """The open's "is this file current?" read asks for both; here only the revision is behind."""
+    path = tmp_path / "state.db"
+    Store(path).close()
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '0006'")
+        connection.commit()
+    assert raw_state(path) == ([(HEAD_SCHEMA_VERSION,)], [("0006",)])
+    Store(path).close()  # opening upgrades what is not current
+    assert raw_state(path) == ([(HEAD_SCHEMA_VERSION,)], [(HEAD_REVISION,)])
 
 
 def test_alembic_default_location_is_created_under_hermes_home(tmp_path: Path) -> None:

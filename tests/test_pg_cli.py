@@ -40,7 +40,9 @@ def test_the_command_line_runs_on_postgresql(tmp_path: Path, pg_fresh_url: Any) 
     current = json.loads(_run(tmp_path, "current", "--url", url, "--json").stdout)
     assert current["at_head"] is True and current["schema_version"] == 6
 
-    assert _run(tmp_path, "demo", "--url", url).returncode == 0
+    demo = _run(tmp_path, "demo", "--url", url)
+    assert demo.returncode == 0, demo.stderr
+    assert "store:    postgresql+psycopg://" in demo.stdout, "was: store: None"
     hits = json.loads(_run(tmp_path, "search", "docker", "--url", url, "--json").stdout)
     assert hits and all(">>>" in hit["snippet"] for hit in hits)
 

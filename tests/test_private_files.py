@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,27 @@ def test_symlink_at_the_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsafeDatabasePathError, match="symbolic link"):
         SessionDB(link)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_hermes_home_and_every_folder_the_store_makes_are_0700(tmp_path: Path, umask: int) -> None:
+    """Before, HERMES_HOME was made with the process umask: 0777 under umask 000."""
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    existing.chmod(0o755)
+    home = existing / "made" / "for" / "hermes"
+    script = (
+        f"import os; os.umask({umask}); from hermes_store import SessionDB; SessionDB().close()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "HERMES_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    for folder in (home, home.parent, home.parent.parent):
+        assert mode(folder) == 0o700, (folder, oct(mode(folder)))
+    assert mode(home / "state.db") == 0o600
+    assert mode(existing) == 0o755, "a folder that existed is left as it was"

@@ -9,6 +9,7 @@ where that is unambiguous.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -87,7 +88,7 @@ SANITIZER_TABLE = [
     ("AND hello", "hello"),
     ("hello OR", "hello"),
     ("OR hello OR", "hello"),
-    ("NOT x", "x"),
+    ("NOT x", ""),
     ("x NOT", "x"),
     ("AND", ""),
     ("OR", ""),
@@ -98,6 +99,29 @@ SANITIZER_TABLE = [
     # operators with two operands are kept
     ("docker OR kubernetes", "docker OR kubernetes"),
     ("python NOT java", "python NOT java"),
+    # negation keeps its meaning: AND NOT is NOT, -term excludes one term, and
+    # a branch with nothing but exclusions finds nothing (it is dropped)
+    ("docker AND NOT kubernetes", "docker NOT kubernetes"),
+    ("docker NOT AND kubernetes", "docker NOT kubernetes"),
+    ("docker -kubernetes", "docker NOT kubernetes"),
+    ("-kubernetes docker", "docker NOT kubernetes"),
+    ("a -b c", "a c NOT b"),
+    ("a -b -c", "a NOT b NOT c"),
+    ("a NOT b -c", "a NOT b NOT c"),
+    ("a NOT b AND c", "a AND c NOT b"),
+    ('x -"exact phrase"', 'x NOT "exact phrase"'),
+    ("x -deploy*", "x NOT deploy*"),
+    ("x -chat-send", 'x NOT "chat-send"'),
+    ("a -b OR c -d", "a NOT b OR c NOT d"),
+    ("NOT docker", ""),
+    ("-docker", ""),
+    ("-docker -kubernetes", ""),
+    ("NOT a b", ""),
+    ("a OR NOT b", "a"),
+    ("NOT a OR b", "b"),
+    ("-a OR b", "b"),
+    ("- docker", "docker"),
+    ("x - y", "x y"),
     ("a AND b", "a AND b"),
     ("hello   AND   world", "hello AND world"),
     # lowercase and/or/not are ordinary words
@@ -309,6 +333,78 @@ def test_or(db: SessionDB, corpus: dict[str, int]) -> None:
 def test_not(db: SessionDB, corpus: dict[str, int]) -> None:
     assert found(db, "python NOT java") == {corpus["python_only"]}
     assert found(db, "python") == {corpus["python_only"], corpus["python_java"]}
+
+
+def test_negation_finds_what_was_asked_not_its_opposite(db: SessionDB) -> None:
+    """``AND NOT``, ``NOT`` and ``-term`` exclude; only exclusions find nothing (both backends).
+
+    Before, ``docker AND NOT kubernetes`` was searched as ``docker AND kubernetes``,
+    ``NOT docker`` as ``docker`` and ``docker -kubernetes`` found kubernetes.
+    """
+    db.create_session("n", "cli")
+    docker = add(db, "n", "user", "the docker image builds")
+    both = add(db, "n", "assistant", "docker on a kubernetes cluster")
+    add(db, "n", "user", "kubernetes schedules the pods")
+    docker_helm = add(db, "n", "user", "docker and helm charts")
+    for query in (
+        "docker AND NOT kubernetes",
+        "docker NOT kubernetes",
+        "docker -kubernetes",
+        "-kubernetes docker",
+        'docker -"kubernetes cluster"',
+        "docker -kube*",
+    ):
+        assert found(db, query) == {docker, docker_helm}, query
+    assert found(db, "docker -kubernetes -helm") == {docker}
+    assert found(db, "docker -helm image") == {docker}
+    for query in ("NOT docker", "-docker", "-docker -kubernetes", "NOT docker kubernetes"):
+        assert found(db, query) == set(), query
+    assert found(db, "helm OR NOT kubernetes") == {docker_helm}
+    assert found(db, "helm OR docker -helm") == {docker, both, docker_helm}
+    assert found(db, "docker OR -docker") == {docker, both, docker_helm}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    wanted=st.lists(st.sampled_from(["alpha", "beta", "gamma"]), min_size=1, max_size=3),
+    excluded=st.lists(
+        st.tuples(st.sampled_from(["delta", "epsilon", "zeta"]), st.sampled_from(["-", "NOT"])),
+        min_size=1,
+        max_size=3,
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_property_excluded_words_never_appear_in_a_hit_and_wanted_ones_always_do(
+    wanted: list[str], excluded: list[tuple[str, str]], seed: int
+) -> None:
+    """An oracle of its own: hits hold every wanted word and no excluded one, on real FTS5.
+
+    ``-word`` goes anywhere; ``NOT word`` / ``AND NOT word`` at the end (before
+    another term it would exclude the run, as FTS5 reads ``a NOT b c``).
+    """
+    rng = random.Random(seed)
+    pieces: list[str] = list(wanted)
+    trailing: list[str] = []
+    for word, form in excluded:
+        if form == "-":
+            pieces.insert(rng.randint(0, len(pieces)), f"-{word}")
+        else:
+            trailing.append(rng.choice(["NOT", "AND NOT"]) + f" {word}")
+    raw = " ".join(pieces + trailing)
+    vocabulary = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    documents = [" ".join(random.Random(n).sample(vocabulary, n % 5 + 1)) for n in range(120)]
+    with closing(sqlite3.connect(":memory:")) as connection:
+        connection.execute("CREATE VIRTUAL TABLE t USING fts5(content)")
+        connection.executemany("INSERT INTO t(content) VALUES (?)", [(d,) for d in documents])
+        query = sanitize_fts5_query(raw)
+        hits = {r[0] for r in connection.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,))}
+    excluded_words = {word for word, _form in excluded}
+    expected = {
+        n + 1
+        for n, document in enumerate(documents)
+        if set(wanted) <= set(document.split()) and not excluded_words & set(document.split())
+    }
+    assert hits == expected, (raw, query)
 
 
 def test_prefix(db: SessionDB, corpus: dict[str, int]) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError
+
+from ..layout import STANDARD, Layout
 
 # What the counters would be if recomputed from the messages themselves. A
 # tool_calls JSON array counts its items, any other non-empty value counts one,
@@ -83,6 +86,14 @@ def tool_call_total(raw: str) -> int:
     return len(decoded) if isinstance(decoded, list) else 1
 
 
+def _fts_complaint(error: DatabaseError) -> str:
+    """FTS5's integrity-check reports a mismatch as corruption of the virtual table."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == sqlite3.SQLITE_CORRUPT:
+        return "stale: it does not match the messages table (check --repair rebuilds it)"
+    return str(error.orig)
+
+
 _REPAIR_COUNTERS = text(
     "UPDATE sessions SET message_count = :real_messages, tool_call_count = :real_tool_calls "
     "WHERE id = :id"
@@ -101,9 +112,10 @@ class MaintenanceRepository:
     two search indexes exist and are valid, and repairing rebuilds them.
     """
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
         self._c = connection
         self._sqlite = connection.dialect.name == "sqlite"
+        self._layout = layout
 
     def integrity_problems(self) -> list[str]:
         if not self._sqlite:
@@ -132,19 +144,38 @@ class MaintenanceRepository:
         rows = self._c.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [{"table": r[0], "rowid": r[1], "parent": r[2]} for r in rows]
 
-    def fts_problem(self) -> str | None:
-        """None when the FTS index agrees with ``messages``, else SQLite's complaint."""
+    def fts_problems(self) -> dict[str, str]:
+        """Each search index that disagrees with ``messages``, with what is wrong with it.
+
+        SQLite: FTS5's ``integrity-check`` with ``rank = 1``, the form that (on
+        3.40) compares an external-content index with its table, for every FTS
+        index the file has, in whichever of the layouts it is (ours, or the
+        agent's own: see :mod:`hermes_store.layout`). FTS5 reports a mismatch
+        as "database disk image is malformed"; here it is "stale", which is
+        what it is and what a rebuild mends. An index whose tokenizer this
+        process cannot load is left out (see :meth:`unchecked_fts`).
+        """
         if not self._sqlite:
             state = dict(self._c.execute(_PG_INDEX_STATE).all())
             bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
-            return f"search index missing or invalid: {', '.join(bad)}" if bad else None
-        try:
-            self._c.exec_driver_sql(
-                "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"
-            )
-        except DatabaseError as error:
-            return str(error.orig)
-        return None
+            return {name: "missing or invalid" for name in bad}
+        problems = {}
+        for index in self._layout.fts_indexes():
+            if not index.usable:
+                continue
+            try:
+                self._c.exec_driver_sql(index.integrity_check_sql)
+            except DatabaseError as error:
+                problems[index.name] = _fts_complaint(error)
+        return problems
+
+    def unchecked_fts(self) -> dict[str, str]:
+        """Indexes the file has that this process cannot check, and why."""
+        return {
+            index.name: f"not checked: its tokenizer {index.tokenizer!r} cannot be loaded here"
+            for index in self._layout.fts_indexes()
+            if not index.usable
+        }
 
     def miscounted_sessions(self) -> list[dict[str, Any]]:
         if self._sqlite:
@@ -171,14 +202,19 @@ class MaintenanceRepository:
         if rows:
             self._c.execute(_REPAIR_COUNTERS, rows)
 
-    def rebuild_fts(self) -> None:
+    def rebuild_fts(self, names: list[str]) -> None:
+        """Rebuild the named search indexes (from :meth:`fts_problems`) from ``messages``."""
         if self._sqlite:
-            self._c.exec_driver_sql("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+            for index in self._layout.fts_indexes():
+                if index.name in names:
+                    for statement in index.rebuild_statements():
+                        self._c.exec_driver_sql(statement)
             return
         self._c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         for name, ddl in PG_SEARCH_INDEXES.items():
-            self._c.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
-            self._c.exec_driver_sql(ddl)
+            if name in names:
+                self._c.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+                self._c.exec_driver_sql(ddl)
 
 
 def advance_message_identity(connection: Connection) -> None:

@@ -6,12 +6,14 @@ columns on both, and :class:`SearchRepository` picks by ``connection.dialect``.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
 from ..layout import STANDARD, WORD_INDEX, Layout
@@ -58,6 +60,24 @@ def _context_statement(visible: str) -> Prepared:
 
 
 FTS_INDEX = WORD_INDEX
+
+
+_REJECTED_QUERY_SQLSTATES = frozenset({"42601", "54001"})
+"""PostgreSQL: a tsquery syntax error, and one too big to evaluate (statement_too_complex)."""
+
+
+def rejected_query(error: DBAPIError) -> bool:
+    """True when the engine refused the search expression, not when the database failed.
+
+    SQLite reports a MATCH it cannot parse as a plain SQLITE_ERROR ("fts5:
+    syntax error near ..."); an I/O error or a damaged index has codes of
+    its own and must not read as "no matches".
+    """
+    original = error.orig
+    code = getattr(original, "sqlite_errorcode", None)
+    if code is not None:
+        return bool(code == sqlite3.SQLITE_ERROR)
+    return getattr(original, "sqlstate", None) in _REJECTED_QUERY_SQLSTATES
 
 
 @lru_cache(maxsize=256)

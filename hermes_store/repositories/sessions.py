@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Integer,
     Text,
     bindparam,
@@ -27,9 +30,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
+from ..errors import InvalidInputError
 from ..layout import STANDARD, Layout
 from ..models import FLOAT, messages_table, sessions_table
 from ..prepared import Prepared
+from ..validation import INT64_MAX
 from . import listing as _listing
 from .agent_guards import refuse_broken_deletes
 from .shapes import session_columns, sessions_from, shadowed, writable_sessions
@@ -106,12 +111,36 @@ _LABELS = {
     **{name: func.coalesce(_p(name, Text), S.c[name]) for name in COST_LABELS},
     **{name: func.coalesce(S.c[name], _p(name, Text)) for name in ROUTE_LABELS},
 }
-_ADD_USAGE = _by_id().values(
-    **{name: func.coalesce(S.c[name], 0) + _p(name, Integer) for name in TOKEN_COUNTERS},
-    estimated_cost_usd=func.coalesce(S.c.estimated_cost_usd, 0)
-    + func.coalesce(_p("estimated_cost_usd", FLOAT), 0),
-    actual_cost_usd=_add_if_given("actual_cost_usd"),
-    **_LABELS,
+
+
+def _fits_after_adding(name: str) -> Any:
+    """The sum stays a 64-bit integer: the stored value is at most ``INT64_MAX - increment``.
+
+    The room is computed in Python, so the test itself cannot overflow; SQLite
+    would otherwise turn a sum past 64 bits into a REAL, silently.
+    """
+    return func.coalesce(S.c[name], 0) <= _p(f"{name}_room", BigInteger)
+
+
+def _finite_after_adding(name: str) -> Any:
+    """The sum stays finite (SQLite would store inf; PostgreSQL refuses an overflow itself)."""
+    given = cast(_p(name), FLOAT)
+    return given.is_(None) | (func.coalesce(S.c[name], 0) + given <= cast(_p("float_max"), FLOAT))
+
+
+_ADD_USAGE = (
+    _by_id()
+    .where(
+        *(_fits_after_adding(name) for name in TOKEN_COUNTERS),
+        *(_finite_after_adding(name) for name in COST_FIELDS),
+    )
+    .values(
+        **{name: func.coalesce(S.c[name], 0) + _p(name, Integer) for name in TOKEN_COUNTERS},
+        estimated_cost_usd=func.coalesce(S.c.estimated_cost_usd, 0)
+        + func.coalesce(_p("estimated_cost_usd", FLOAT), 0),
+        actual_cost_usd=_add_if_given("actual_cost_usd"),
+        **_LABELS,
+    )
 )
 _SET_USAGE = _by_id().values(
     **{name: _p(name, Integer) for name in TOKEN_COUNTERS},
@@ -309,6 +338,23 @@ _PRUNE_MESSAGES = _sourced(
 _PRUNE_SESSIONS = _sourced(f"DELETE FROM sessions WHERE {_PRUNABLE}")
 
 
+def _overflow(stored: dict[str, Any], usage: dict[str, Any]) -> InvalidInputError:
+    """Which counter the refused increment would have broken, in the caller's terms."""
+    for name in TOKEN_COUNTERS:
+        if (stored[name] or 0) > INT64_MAX - usage[name]:
+            return InvalidInputError(
+                f"{name}: {stored[name]} + {usage[name]} is past {INT64_MAX}, the largest "
+                "integer the store holds; nothing was written"
+            )
+    for name in COST_FIELDS:
+        if usage[name] is not None and not math.isfinite((stored[name] or 0.0) + usage[name]):
+            return InvalidInputError(
+                f"{name}: {stored[name]} + {usage[name]} is not a finite number; "
+                "nothing was written"
+            )
+    return InvalidInputError("a counter would overflow; nothing was written")
+
+
 _STANDARD_READS = _reads_for(STANDARD)
 
 
@@ -448,11 +494,25 @@ class SessionRepository:
         BILLING_LABELS and ``model``; None means "not reported". Then the
         estimated cost counts 0 (added, or set with ``absolute``), the
         actual cost and the cost labels keep their stored values; ``model``
-        and the route labels are only ever filled in where NULL.
+        and the route labels are only ever filled in where NULL. Increments
+        are not negative (the caller checks). A sum that would leave 64 bits
+        or stop being finite changes nothing and raises
+        :class:`InvalidInputError` naming the counter; False means the session
+        is unknown.
         """
         params = {f"p_{name}": value for name, value in usage.items()}
         params["p_id"] = session_id
-        return self._changed(_SET_USAGE if absolute else _ADD_USAGE, params)
+        if absolute:
+            return self._changed(_SET_USAGE, params)
+        for name in TOKEN_COUNTERS:
+            params[f"p_{name}_room"] = INT64_MAX - usage[name]
+        params["p_float_max"] = sys.float_info.max
+        if self._changed(_ADD_USAGE, params):
+            return True
+        stored = self.get(session_id)
+        if stored is None:
+            return False
+        raise _overflow(stored, usage)
 
     # -- titles ----------------------------------------------------------
     def set_title(self, session_id: str, title: str | None) -> bool:

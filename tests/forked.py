@@ -1,0 +1,38 @@
+"""Run part of a test in a child made by ``os.fork()``, and get back what it returned.
+
+The child shares the parent's memory as it was at the fork -- its engines,
+pools and kept connections -- which is exactly what the fork tests are
+about. It reports ``("ok", result)`` or ``("ExceptionClass", message)``
+through a pipe and always ends with ``os._exit``, never returning into pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+
+def run_forked(call: Callable[[], Any], *, in_child: Callable[[], None] | None = None) -> Any:
+    """``(kind, value)`` of ``call()`` in a forked child; ``in_child`` runs first there."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(reader)
+            try:
+                if in_child is not None:
+                    in_child()
+                outcome: tuple[str, Any] = ("ok", call())
+            except BaseException as error:
+                outcome = (type(error).__name__, str(error))
+            with os.fdopen(writer, "wb") as pipe:
+                pickle.dump(outcome, pipe)
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
