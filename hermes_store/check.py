@@ -26,12 +26,17 @@ Nothing is repaired then: the way out is a backup or ``recover``.
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import urllib.parse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .errors import StoreCorruptError
+from .errors import ReadOnlyStoreError, StoreCorruptError
+from .layout import Layout
 from .recovery.survey import DamageSurvey, survey
-from .repositories.maintenance import MaintenanceRepository
+from .repositories.maintenance import MaintenanceRepository, check_fts_indexes
 from .store import Store
 
 
@@ -75,17 +80,24 @@ def check(store: Store, *, repair: bool = False) -> CheckReport:
 
 def _run(store: Store, report: CheckReport, repair: bool) -> None:
     # A write unit even to only look: FTS5's integrity-check is an INSERT, which
-    # would take the write lock half-way through a read transaction anyway.
-    with store.write() as uow:
+    # would take the write lock half-way through a read transaction anyway. A
+    # read-only store looks in a read unit and checks FTS on a connection of its
+    # own (see _fts_of_read_only).
+    if store.read_only and repair:
+        raise ReadOnlyStoreError(f"{store.path or store.url}: a read-only store cannot repair")
+    with store.read() if store.read_only else store.write() as uow:
         maintenance = MaintenanceRepository(uow.connection, uow.layout)
         report.integrity = maintenance.integrity_problems()
         if report.integrity and uow.connection.dialect.name == "sqlite":
             return  # damaged pages: the other checks would stop at them; nothing is mended
         report.foreign_keys = maintenance.foreign_key_problems()
-        fts = maintenance.fts_problems()
+        if store.read_only and store.path is not None:
+            fts, report.unchecked_fts = _fts_of_read_only(store.path, uow.layout, store)
+        else:
+            fts = maintenance.fts_problems()
+            report.unchecked_fts = maintenance.unchecked_fts()
         report.fts = "; ".join(f"{name} {problem}" for name, problem in fts.items()) or None
         report.stale_fts = list(fts)
-        report.unchecked_fts = maintenance.unchecked_fts()
         report.miscounted = maintenance.miscounted_sessions()
         if repair:
             if report.integrity and uow.connection.dialect.name != "sqlite":
@@ -96,3 +108,42 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
             if report.stale_fts:
                 maintenance.rebuild_fts(report.stale_fts)
                 report.rebuilt_fts = True
+
+
+def _fts_of_read_only(
+    path: Path, layout: Layout, store: Store
+) -> tuple[dict[str, str], dict[str, str]]:
+    """FTS problems of a file a read-only store holds: (stale indexes, unchecked ones).
+
+    FTS5's check is an INSERT, which a ``mode=ro`` connection refuses; where
+    this process may write the file it runs on a connection opened for it
+    alone (``mode=rw``: never creates), in a transaction rolled back after,
+    so nothing is written. It takes the write lock while it runs, like any
+    FTS5 check. The store's own connection stays open meanwhile, so closing
+    this one is never the last close that would checkpoint the file.
+    """
+    unchecked = {
+        index.name: f"not checked: its tokenizer {index.tokenizer!r} cannot be loaded here"
+        for index in layout.fts_indexes()
+        if not index.usable
+    }
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        unchecked.update(
+            {
+                index.name: "not checked: the file is read-only for this process"
+                for index in layout.fts_indexes()
+                if index.usable
+            }
+        )
+        return {}, unchecked
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=rw"
+    timeout = store.policy.patience_s
+    connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            return check_fts_indexes(connection, layout), unchecked
+        finally:
+            connection.execute("ROLLBACK")
+    finally:
+        connection.close()

@@ -944,7 +944,8 @@ def check(
     """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
     from .check import check as run_check
 
-    with _open(_target(db, url, patience), migrate=False) as store:
+    # Looking only reads (the file is neither migrated nor tightened); --repair writes.
+    with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
         report = run_check(store, repair=repair)
     if as_json:
         render.write_json({**asdict(report), "ok": report.ok})

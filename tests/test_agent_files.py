@@ -421,3 +421,75 @@ def test_cli_reads_an_agent_file_and_upgrade_leaves_it_alone(tmp_path: Path, ver
     assert found.exit_code == 0, found.output
     assert {hit["session_id"] for hit in json.loads(found.stdout)} == {"up_child"}
     assert _state(path) == before
+
+
+# ---------------------------------------------------------------------------
+# check and repair in the agent's layouts
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_check_of_a_sound_agent_file_finds_nothing_and_changes_nothing(
+    tmp_path: Path, version: int
+) -> None:
+    from hermes_store.check import check
+
+    path = build_upstream_db(tmp_path / "state.db", version)
+    with Store(path) as store:
+        report = check(store)
+    assert report.ok, report
+    assert report.stale_fts == []
+    assert _state(path) == (version, False)
+
+
+def test_an_agent_v25_update_of_our_indexes_is_found_stale_and_repaired(tmp_path: Path) -> None:
+    """v23+ replaces our AFTER UPDATE triggers with inline-shaped ones; an update by the
+    agent's code then leaves our external-content indexes stale, and check mends them."""
+    from hermes_store.check import check
+
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        ours = _our_turn(db, "ours")
+    upstream_open(path, 25)
+    with _raw(path) as raw:  # what an update of a message's text by the agent's code does
+        raw.execute("UPDATE messages SET content = 'rewritten by the agent' WHERE id = ?", ours[:1])
+    assert fts_problems(path)  # both indexes now disagree with messages
+
+    with Store(path) as store:
+        found = check(store)
+        assert not found.ok and set(found.stale_fts) == {"messages_fts", "messages_fts_trigram"}
+        repaired = check(store, repair=True)
+        assert repaired.ok and repaired.rebuilt_fts
+    _assert_sound(path)
+    with SessionDB(path) as db:
+        assert [h["id"] for h in db.search_messages("rewritten")] == [ours[0]]
+        assert db.search_messages("zeppelin") == []
+    assert ours[0] in upstream_search(path, 25, "rewritten")
+
+
+def test_repairing_a_gated_v25_index_clears_the_agents_rebuild_markers(tmp_path: Path) -> None:
+    from hermes_store.check import check
+
+    path = build_upstream_db(tmp_path / "state.db", 25)
+    with _raw(path) as raw:
+        raw.execute("INSERT INTO messages_fts_trigram(messages_fts_trigram) VALUES ('delete-all')")
+        raw.execute(
+            "INSERT INTO state_meta (key, value) VALUES ('fts_rebuild_high_water', '0'), "
+            "('fts_rebuild_progress', '0')"
+        )
+    with Store(path) as store:
+        assert check(store).stale_fts == ["messages_fts_trigram"]
+        assert check(store, repair=True).ok
+    with _raw(path) as raw:
+        keys = raw.execute("SELECT key FROM state_meta WHERE key LIKE 'fts_rebuild%'").fetchall()
+    assert keys == []  # a full rebuild covers every row: the agent's backfill must not add more
+    _assert_sound(path)
+    assert upstream_search(path, 25, "服务端")
+
+
+def test_check_names_a_cjk_index_it_cannot_load_instead_of_failing(tmp_path: Path) -> None:
+    from hermes_store.check import check
+
+    path = build_upstream_db(tmp_path / "state.db", 25, seed=False, cjk_index=True)
+    with Store(path) as store:
+        report = check(store)
+    assert report.ok
+    assert "cjk_unicode61" in report.unchecked_fts["messages_fts_cjk"]

@@ -590,6 +590,7 @@ READING = [
     ["current"],
     ["stats"],
     ["export"],
+    ["check"],
 ]
 
 

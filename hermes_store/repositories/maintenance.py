@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DatabaseError
 
 from ..layout import STANDARD, Layout
 
@@ -86,12 +85,30 @@ def tool_call_total(raw: str) -> int:
     return len(decoded) if isinstance(decoded, list) else 1
 
 
-def _fts_complaint(error: DatabaseError) -> str:
+def _fts_complaint(error: BaseException) -> str:
     """FTS5's integrity-check reports a mismatch as corruption of the virtual table."""
-    code = getattr(error.orig, "sqlite_errorcode", None)
+    original = getattr(error, "orig", error)
+    code = getattr(original, "sqlite_errorcode", None)
     if code is not None and code & 0xFF == sqlite3.SQLITE_CORRUPT:
         return "stale: it does not match the messages table (check --repair rebuilds it)"
-    return str(error.orig)
+    return str(original)
+
+
+def check_fts_indexes(dbapi_connection: sqlite3.Connection, layout: Layout) -> dict[str, str]:
+    """Run FTS5's ``integrity-check`` (``rank = 1``) on every usable index of ``layout``.
+
+    On the caller's driver connection, inside its transaction: the check is an
+    INSERT that changes nothing, but it needs a connection that may write.
+    """
+    problems = {}
+    for index in layout.fts_indexes():
+        if not index.usable:
+            continue
+        try:
+            dbapi_connection.execute(index.integrity_check_sql)
+        except sqlite3.DatabaseError as error:
+            problems[index.name] = _fts_complaint(error)
+    return problems
 
 
 _REPAIR_COUNTERS = text(
@@ -159,15 +176,7 @@ class MaintenanceRepository:
             state = dict(self._c.execute(_PG_INDEX_STATE).all())
             bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
             return {name: "missing or invalid" for name in bad}
-        problems = {}
-        for index in self._layout.fts_indexes():
-            if not index.usable:
-                continue
-            try:
-                self._c.exec_driver_sql(index.integrity_check_sql)
-            except DatabaseError as error:
-                problems[index.name] = _fts_complaint(error)
-        return problems
+        return check_fts_indexes(self._c.connection.driver_connection, self._layout)
 
     def unchecked_fts(self) -> dict[str, str]:
         """Indexes the file has that this process cannot check, and why."""
