@@ -2,7 +2,7 @@
 
 Builds the benchmark corpus (100,000 messages by default, bench/corpus.py)
 and, interleaved rep by rep, copies it with SQLite's online backup API (as
-``hermes_store.backup`` does, its verification included: that is the whole
+``hermes_store.tools.backup`` does, its verification included: that is the whole
 ``backup()`` call) and with ``VACUUM INTO`` (the copy alone, then the same
 ``integrity_check``). Prints median and range of each and the file sizes.
 """
@@ -16,7 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
-from hermes_store.backup import backup
+from hermes_store.tools.backup import backup
 
 from .corpus import CorpusSpec, build_corpus, make_template
 

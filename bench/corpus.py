@@ -313,7 +313,7 @@ def corpus_facts(path: Path) -> dict[str, object]:
     try:
         messages = connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
         sessions = connection.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
-        from hermes_store.fts_query import sanitize_fts5_query
+        from hermes_store.domain.query_syntax import sanitize_fts5_query
 
         matches = {}
         for query in SEARCH_QUERIES:

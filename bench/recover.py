@@ -1,7 +1,7 @@
 """``python -m bench.recover [--messages N] [--shell PATH]``: salvage figures per drill.
 
 The drills of the test suite (bench/damage.py) on a file of N messages
-(20,000 by default): for each, the messages ``hermes_store.recovery.recover``
+(20,000 by default): for each, the messages ``hermes_store.tools.recovery.recover``
 got back and how long it took, against the ``sqlite3`` shell's ``.recover``
 on the same damaged file -- rows it put back into ``messages`` and rows it
 could only leave in ``lost_and_found``. Needs a shell whose ``.recover``
@@ -17,7 +17,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from hermes_store.recovery.recover import recover
+from hermes_store.tools.recovery.recover import recover
 
 from .corpus import CorpusSpec, build_corpus, make_template
 from .damage import DRILLS, SHELL_ENV, overwrite_pages, recover_shell, shell_recover

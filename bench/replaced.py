@@ -1,7 +1,7 @@
 """``python -m bench.replaced [--appends N] [--reps R]``: what the replaced-file check costs.
 
 Before every unit of work the store compares the path's ``stat`` with the
-file its connection opened (:mod:`hermes_store.file_identity`). Measured two
+file its connection opened (:mod:`hermes_store.backends.sqlite.file_identity`). Measured two
 ways: the check alone (calls per second, no I/O), and appends with the check
 against appends with it switched off (``OpenedFiles.replaced`` patched to a
 constant for the "off" side), interleaved repetition by repetition on the
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from hermes_store import SessionDB
-from hermes_store.file_identity import OpenedFiles
+from hermes_store.backends.sqlite.file_identity import OpenedFiles
 
 WORK = Path(__file__).resolve().parent / ".work"
 

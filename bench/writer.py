@@ -47,7 +47,7 @@ class _LockClock:
 
     def install(self, impl_name: str, db: object) -> None:
         if impl_name.startswith("store"):
-            from hermes_store.engine import SqliteRules
+            from hermes_store.backends.sqlite.engine import SqliteRules
 
             # Units of work begin on the driver through SqliteRules.begin: time
             # from its return, i.e. with the lock held. (This child process only.)

@@ -4,9 +4,10 @@
 services receive by injection.
 """
 
-from .durability import Durability
-from .engine import ContentionPolicy
-from .errors import (
+from hermes_store.api.session_db import SessionDB
+from hermes_store.backends.durability import Durability
+from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.errors import (
     InvalidInputError,
     ReadOnlyStoreError,
     SchemaError,
@@ -23,9 +24,8 @@ from .errors import (
     StoreUnavailableError,
     TitleConflictError,
 )
-from .facade import SessionDB
-from .store import Store
-from .uow import UnitOfWork, UnitOfWorkFactory
+from hermes_store.uow.store import Store
+from hermes_store.uow.unit import UnitOfWork, UnitOfWorkFactory
 
 __all__ = [
     "ContentionPolicy",

@@ -8,7 +8,7 @@ A database that cannot be used (disk full, read-only, server gone) is an
 ``OSError`` as the operating system's own errors are. A damaged file is its
 own kind again: it is never "not found", retrying cannot mend it, and the
 message says what to do next, because the usual reflex (retry, or copy the
-file) makes it worse. :mod:`hermes_store.failures` turns the drivers' errors
+file) makes it worse. :mod:`hermes_store.uow.failures` turns the drivers' errors
 into these.
 """
 

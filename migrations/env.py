@@ -6,7 +6,7 @@ command line builds a store engine for the URL from ``-x url=...``,
 ``sqlalchemy.url``, ``$HERMES_STORE_URL`` or ``$HERMES_HOME/state.db``, in
 that order. Either way the same SQLite rules apply (WAL, ``BEGIN
 IMMEDIATE``, private file), the whole command is one transaction, and a file
-made by the old code is adopted first (:func:`hermes_store.migrate.prepare_database`).
+made by the old code is adopted first (:func:`hermes_store.schema.migrate.prepare_database`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,19 @@ from alembic import context
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
 
-from hermes_store.engine import create_store_engine
-from hermes_store.location import resolve_url, sqlite_file
-from hermes_store.migrate import is_agent_file, prepare_database, sync_schema_version
-from hermes_store.models import Base
-from hermes_store.postgres import lock_schema
-from hermes_store.private_files import ensure_private_database, tighten_private_database
+from hermes_store.backends import create_store_engine
+from hermes_store.backends.location import resolve_url, sqlite_file
+from hermes_store.backends.postgresql.engine import lock_schema
+from hermes_store.backends.sqlite.private_files import (
+    ensure_private_database,
+    tighten_private_database,
+)
+from hermes_store.schema.migrate import (
+    is_agent_file,
+    prepare_database,
+    sync_schema_version,
+)
+from hermes_store.schema.models import Base
 
 config = context.config
 

@@ -19,8 +19,14 @@ from typing import Any
 
 import pytest
 
-from hermes_store import ReadOnlyStoreError, SchemaError, SessionBusyError, SessionDB, Store
-from hermes_store.schema_state import Ladder
+from hermes_store import (
+    ReadOnlyStoreError,
+    SchemaError,
+    SessionBusyError,
+    SessionDB,
+    Store,
+)
+from hermes_store.schema.state import Ladder
 from tests.upstream_schema import (
     CJK_STALE_KEY,
     CJK_TRIGGER_NAMES,
@@ -353,7 +359,7 @@ def _read_everything(store: Store) -> dict[str, Any]:
 def test_copy_from_an_agent_file_keeps_every_session_and_message(
     tmp_path: Path, version: int
 ) -> None:
-    from hermes_store.copy import copy_store
+    from hermes_store.tools.copy import copy_store
 
     source = build_upstream_db(tmp_path / "agent.db", version)
     with SessionDB(source) as db:
@@ -374,7 +380,7 @@ def test_copy_from_an_agent_file_keeps_every_session_and_message(
 
 
 def test_copy_from_v25_leaves_the_agents_inactive_rows_behind_and_says_so(tmp_path: Path) -> None:
-    from hermes_store.copy import copy_store
+    from hermes_store.tools.copy import copy_store
 
     source = build_upstream_db(tmp_path / "agent.db", 25)
     with _raw(source) as raw:
@@ -389,7 +395,7 @@ def test_copy_from_v25_leaves_the_agents_inactive_rows_behind_and_says_so(tmp_pa
 def test_cli_copy_from_an_agent_file_into_a_new_state_db(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from hermes_store.cli import app
+    from hermes_store.api.cli import app
 
     source = build_upstream_db(tmp_path / "agent.db", 25)
     target = tmp_path / "new.db"
@@ -406,7 +412,7 @@ def test_cli_reads_an_agent_file_and_upgrade_leaves_it_alone(tmp_path: Path, ver
 
     from typer.testing import CliRunner
 
-    from hermes_store.cli import app
+    from hermes_store.api.cli import app
 
     path = build_upstream_db(tmp_path / "state.db", version)
     before = _state(path)
@@ -430,7 +436,7 @@ def test_cli_reads_an_agent_file_and_upgrade_leaves_it_alone(tmp_path: Path, ver
 def test_check_of_a_sound_agent_file_finds_nothing_and_changes_nothing(
     tmp_path: Path, version: int
 ) -> None:
-    from hermes_store.check import check
+    from hermes_store.tools.check import check
 
     path = build_upstream_db(tmp_path / "state.db", version)
     with Store(path) as store:
@@ -443,7 +449,7 @@ def test_check_of_a_sound_agent_file_finds_nothing_and_changes_nothing(
 def test_an_agent_v25_update_of_our_indexes_is_found_stale_and_repaired(tmp_path: Path) -> None:
     """v23+ replaces our AFTER UPDATE triggers with inline-shaped ones; an update by the
     agent's code then leaves our external-content indexes stale, and check mends them."""
-    from hermes_store.check import check
+    from hermes_store.tools.check import check
 
     path = tmp_path / "state.db"
     with SessionDB(path) as db:
@@ -466,7 +472,7 @@ def test_an_agent_v25_update_of_our_indexes_is_found_stale_and_repaired(tmp_path
 
 
 def test_repairing_a_gated_v25_index_clears_the_agents_rebuild_markers(tmp_path: Path) -> None:
-    from hermes_store.check import check
+    from hermes_store.tools.check import check
 
     path = build_upstream_db(tmp_path / "state.db", 25)
     with _raw(path) as raw:
@@ -486,7 +492,7 @@ def test_repairing_a_gated_v25_index_clears_the_agents_rebuild_markers(tmp_path:
 
 
 def test_check_names_a_cjk_index_it_cannot_load_instead_of_failing(tmp_path: Path) -> None:
-    from hermes_store.check import check
+    from hermes_store.tools.check import check
 
     path = build_upstream_db(tmp_path / "state.db", 25, seed=False, cjk_index=True)
     with Store(path) as store:

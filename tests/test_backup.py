@@ -19,8 +19,8 @@ import pytest
 
 from bench.damage import overwrite_pages, pages_of
 from hermes_store import SessionDB
-from hermes_store.backup import BackupError, backup, backups_in
 from hermes_store.errors import InvalidInputError
+from hermes_store.tools.backup import BackupError, backup, backups_in
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("append_worker.py")

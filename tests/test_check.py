@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from hermes_store import SessionDB
-from hermes_store.check import check
+from hermes_store.tools.check import check
 
 
 def _populated(target: Any) -> SessionDB:

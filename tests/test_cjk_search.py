@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.cjk_query import has_cjk, make_snippet, substring_query
-from hermes_store.fts_query import query_items
+from hermes_store.domain.query_syntax import query_items
+from hermes_store.domain.substrings import has_cjk, make_snippet, substring_query
 
 CONVERSATIONS = {
     "zh-1": (

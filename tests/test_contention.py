@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.migrate import HEAD_SCHEMA_VERSION
+from hermes_store.schema.migrate import HEAD_SCHEMA_VERSION
 
 from .processes import open_at_once
 

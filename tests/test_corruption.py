@@ -19,9 +19,15 @@ from typing import Any
 import pytest
 
 from bench.damage import overwrite_pages, pages_of
-from hermes_store import SessionDB, SessionNotFoundError, Store, StoreCorruptError, StoreError
-from hermes_store.check import check
-from hermes_store.corruption import is_corruption
+from hermes_store import (
+    SessionDB,
+    SessionNotFoundError,
+    Store,
+    StoreCorruptError,
+    StoreError,
+)
+from hermes_store.tools.check import check
+from hermes_store.uow.corruption import is_corruption
 
 pytestmark = pytest.mark.sqlite_only("damaged pages of a SQLite file")
 
@@ -234,7 +240,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "200",
     }
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", *args],
+        [sys.executable, "-m", "hermes_store.api.cli", *args],
         capture_output=True,
         text=True,
         env=environment,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB, Store
-from hermes_store.check import check
+from hermes_store.tools.check import check
 
 pytestmark = pytest.mark.sqlite_only("a SQLite file reopened after SIGKILLed writers")
 

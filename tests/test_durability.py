@@ -14,8 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from hermes_store import ContentionPolicy, Durability, InvalidInputError, SessionDB, Store
-from hermes_store.uow import UnitOfWork
+from hermes_store import (
+    ContentionPolicy,
+    Durability,
+    InvalidInputError,
+    SessionDB,
+    Store,
+)
+from hermes_store.uow.unit import UnitOfWork
 
 _SQLITE_LEVELS = {2: "full", 1: "normal"}
 _POSTGRESQL_LEVELS = {"on": "full", "off": "normal"}

@@ -1,4 +1,4 @@
-"""The SQLite rules of hermes_store.engine, on real files and real processes."""
+"""The SQLite rules of hermes_store.backends.sqlite.engine, on real files and real processes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from hermes_store import ContentionPolicy, SessionDB, Store, StoreLockedError
-from hermes_store.engine import is_lock_error
+from hermes_store.backends.sqlite.engine import is_lock_error
 
 pytestmark = pytest.mark.sqlite_only(
     "the SQLite engine rules (WAL, BEGIN IMMEDIATE, checkpoints); PostgreSQL: test_pg_engine.py"

@@ -24,8 +24,8 @@ from hermes_store import (
     SessionNotFoundError,
     Store,
 )
-from hermes_store.check import check
 from hermes_store.repositories.messages import BATCH_ROWS
+from hermes_store.tools.check import check
 
 DAY = 86400.0
 

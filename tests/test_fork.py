@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import event
 
 from hermes_store import SessionDB, Store
-from hermes_store.connections import ThreadConnections
-from hermes_store.engine import create_store_engine
-from hermes_store.location import sqlite_url
+from hermes_store.backends import create_store_engine
+from hermes_store.backends.location import sqlite_url
+from hermes_store.uow.connections import ThreadConnections
 
 from .forked import run_forked
 

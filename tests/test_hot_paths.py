@@ -19,10 +19,10 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from hermes_store import SessionDB, Store
-from hermes_store.models import sessions_table
-from hermes_store.prepared import Prepared
+from hermes_store.backends.prepared import Prepared
 from hermes_store.repositories.messages import MESSAGE_FIELDS
-from hermes_store.schema_state import read_state
+from hermes_store.schema.models import sessions_table
+from hermes_store.schema.state import read_state
 
 S = sessions_table
 

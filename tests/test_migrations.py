@@ -32,10 +32,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
 from hermes_store import Store
-from hermes_store.engine import ContentionPolicy, create_store_engine
+from hermes_store.backends import create_store_engine
+from hermes_store.backends.location import sqlite_url
+from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.errors import SchemaError
-from hermes_store.location import sqlite_url
-from hermes_store.migrate import (
+from hermes_store.schema.migrate import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
     alembic_config,

@@ -22,7 +22,7 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "NO_COLOR": "1",
     }
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", *args],
+        [sys.executable, "-m", "hermes_store.api.cli", *args],
         capture_output=True,
         text=True,
         env=env,

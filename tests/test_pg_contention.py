@@ -17,10 +17,10 @@ from typing import Any
 from sqlalchemy import text
 
 from hermes_store import SessionDB
-from hermes_store.check import check
-from hermes_store.migrate import HEAD_SCHEMA_VERSION
-from hermes_store.postgres import retrying
-from hermes_store.store import Store
+from hermes_store.backends.postgresql.engine import retrying
+from hermes_store.schema.migrate import HEAD_SCHEMA_VERSION
+from hermes_store.tools.check import check
+from hermes_store.uow.store import Store
 
 from .processes import open_at_once
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL rules of hermes_store.postgres: snapshots, read-only readers, patience."""
+"""PostgreSQL's rules (``backends.postgresql.engine``): snapshots, read-only readers, patience."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy.exc import InternalError
 from sqlalchemy.pool import NullPool
 
 from hermes_store import InvalidInputError, SessionDB, StoreLockedError
-from hermes_store.engine import ContentionPolicy
+from hermes_store.backends.policy import ContentionPolicy
 
 
 @pytest.fixture

@@ -15,8 +15,17 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
-from hermes_store.fts_query import OPERATORS, query_items, sanitize_fts5_query, wanted_terms
-from hermes_store.pg_query import quote_lexeme, tsquery_text, unicode61_pieces
+from hermes_store.backends.postgresql.tsquery import (
+    quote_lexeme,
+    tsquery_text,
+    unicode61_pieces,
+)
+from hermes_store.domain.query_syntax import (
+    OPERATORS,
+    query_items,
+    sanitize_fts5_query,
+    wanted_terms,
+)
 
 from .conftest import pg_server_url
 from .test_search import HOSTILE_PIECES, SANITIZER_TABLE

@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 
 from hermes_store import SessionDB, Store
 from hermes_store.errors import SchemaError
-from hermes_store.migrate import (
+from hermes_store.schema.migrate import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
     downgrade,
@@ -26,7 +26,7 @@ from hermes_store.migrate import (
     revision_for_version,
     upgrade_to_head,
 )
-from hermes_store.models import Base
+from hermes_store.schema.models import Base
 from tests.test_migrations import run_alembic
 
 SEARCH_INDEXES = {"idx_messages_fts", "idx_messages_content_trgm"}
@@ -38,7 +38,7 @@ def engine(pg_fresh_url: Any) -> Any:
     made: list[Engine] = []
 
     def make() -> Engine:
-        from hermes_store.engine import create_store_engine
+        from hermes_store.backends import create_store_engine
 
         made.append(create_store_engine(pg_fresh_url()))
         return made[-1]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.private_files import UnsafeDatabasePathError
+from hermes_store.backends.sqlite.private_files import UnsafeDatabasePathError
 
 pytestmark = pytest.mark.sqlite_only("file permissions of state.db and its -wal/-shm")
 

@@ -25,9 +25,9 @@ import pytest
 from bench.corpus import CorpusSpec, build_corpus, make_template
 from bench.damage import DRILLS, Drill, overwrite_pages, recover_shell, shell_recover
 from hermes_store import SessionDB, Store
-from hermes_store.check import check
-from hermes_store.recovery.pages import TABLE_LEAF, PageFile
-from hermes_store.recovery.recover import RecoveryError, recover
+from hermes_store.tools.check import check
+from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile
+from hermes_store.tools.recovery.recover import RecoveryError, recover
 
 pytestmark = pytest.mark.sqlite_only("salvage of damaged SQLite files")
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.backup import backup
+from hermes_store.tools.backup import backup
 
 pytestmark = pytest.mark.sqlite_only("a SQLite file replaced at its path")
 

@@ -31,10 +31,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Engine
 
-from hermes_store.engine import create_store_engine
-from hermes_store.location import sqlite_url
-from hermes_store.migrate import upgrade, upgrade_to_head
-from hermes_store.models import Base
+from hermes_store.backends import create_store_engine
+from hermes_store.backends.location import sqlite_url
+from hermes_store.schema.migrate import upgrade, upgrade_to_head
+from hermes_store.schema.models import Base
 from tests.legacy_schema import (
     DOCUMENTED_FTS_DDL,
     DOCUMENTED_V6_DDL,

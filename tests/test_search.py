@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_store import SessionDB
-from hermes_store.fts_query import OPERATORS, sanitize_fts5_query
+from hermes_store.domain.query_syntax import OPERATORS, sanitize_fts5_query
 from hermes_store.repositories import SearchRepository
 
 RESULT_KEYS = {

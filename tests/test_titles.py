@@ -10,12 +10,8 @@ from contextlib import closing
 
 import pytest
 
-from hermes_store import (
-    InvalidInputError,
-    SessionDB,
-    TitleConflictError,
-)
-from hermes_store.titles import MAX_TITLE_LENGTH, clean_title
+from hermes_store import InvalidInputError, SessionDB, TitleConflictError
+from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 
 
 def raw_titles(db: SessionDB) -> dict[str, str | None]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB, Store
-from hermes_store.migrate import downgrade, upgrade
+from hermes_store.schema.migrate import downgrade, upgrade
 from tests.legacy_schema import build_legacy_db
 
 pytestmark = pytest.mark.sqlite_only("the FTS5 trigram table of revision 0007")

@@ -5,8 +5,8 @@ commits; the unit of work decides. Statements are built once at import and
 reused, so a hot path pays only for binding and execution.
 """
 
-from .messages import MessageRepository
-from .search import SearchRepository
-from .sessions import SessionRepository
+from hermes_store.repositories.messages import MessageRepository
+from hermes_store.repositories.search import SearchRepository
+from hermes_store.repositories.sessions import SessionRepository
 
 __all__ = ["MessageRepository", "SearchRepository", "SessionRepository"]

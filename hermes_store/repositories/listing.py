@@ -37,8 +37,8 @@ from sqlalchemy import Integer, Text, bindparam, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
-from ..layout import Layout
-from .shapes import session_columns, sessions_from, shadowed
+from hermes_store.repositories.shapes import session_columns, sessions_from, shadowed
+from hermes_store.schema.layout import Layout
 
 PREVIEW_CHARS = 60
 """How much of the first user message a listing shows; ``...`` marks that there is more."""

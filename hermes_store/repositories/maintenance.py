@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..layout import STANDARD, Layout
+from hermes_store.schema.layout import STANDARD, Layout
 
 # What the counters would be if recomputed from the messages themselves. A
 # tool_calls JSON array counts its items, any other non-empty value counts one,
@@ -167,7 +167,7 @@ class MaintenanceRepository:
         SQLite: FTS5's ``integrity-check`` with ``rank = 1``, the form that (on
         3.40) compares an external-content index with its table, for every FTS
         index the file has, in whichever of the layouts it is (ours, or the
-        agent's own: see :mod:`hermes_store.layout`). FTS5 reports a mismatch
+        agent's own: see :mod:`hermes_store.schema.layout`). FTS5 reports a mismatch
         as "database disk image is malformed"; here it is "stale", which is
         what it is and what a rebuild mends. An index whose tokenizer this
         process cannot load is left out (see :meth:`unchecked_fts`).

@@ -1,7 +1,7 @@
 """Messages: append, read back in order, clear; JSON fields stay text here.
 
 Append and read-back are the agent's hot paths, so their statements are
-:class:`~hermes_store.prepared.Prepared`: compiled once, run on the driver.
+:class:`~hermes_store.backends.prepared.Prepared`: compiled once, run on the driver.
 
 A batch of messages (a turn, an import) is one multi-row INSERT on SQLite,
 not one INSERT per message: SQLite (3.40) opens a statement savepoint for
@@ -21,11 +21,19 @@ from typing import Any
 from sqlalchemy import bindparam, insert, literal_column, text
 from sqlalchemy.engine import Connection
 
-from ..layout import STANDARD, Layout
-from ..models import messages_table
-from ..prepared import Prepared
-from .agent_guards import refuse_broken_deletes, refuse_locked_sessions
-from .shapes import live_messages, message_columns, shadowed, writable_messages
+from hermes_store.backends.prepared import Prepared
+from hermes_store.repositories.agent_guards import (
+    refuse_broken_deletes,
+    refuse_locked_sessions,
+)
+from hermes_store.repositories.shapes import (
+    live_messages,
+    message_columns,
+    shadowed,
+    writable_messages,
+)
+from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.schema.models import messages_table
 
 M = messages_table
 

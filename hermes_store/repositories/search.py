@@ -16,12 +16,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
-from ..layout import STANDARD, WORD_INDEX, Layout
-from ..pg_query import tsquery_text
-from ..prepared import Prepared
-from .search_filters import filter_sql
-from .search_pg import word_statement
-from .shapes import searchable_messages
+from hermes_store.backends.postgresql.search import word_statement
+from hermes_store.backends.postgresql.tsquery import tsquery_text
+from hermes_store.backends.prepared import Prepared
+from hermes_store.repositories.filters import filter_sql
+from hermes_store.repositories.shapes import searchable_messages
+from hermes_store.schema.layout import STANDARD, WORD_INDEX, Layout
 
 CONTEXT_CHARS = 200
 
@@ -121,7 +121,7 @@ def _match_statement(
 class SearchRepository:
     """Runs the dialect's search statements; callers pass an already sanitized query.
 
-    On SQLite it uses the indexes the file has (see :mod:`hermes_store.layout`):
+    On SQLite it uses the indexes the file has (see :mod:`hermes_store.schema.layout`):
     the word index in any of its shapes, the trigram index when there is one
     this process can read, and substring scans otherwise.
     """

@@ -30,14 +30,19 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
-from ..errors import InvalidInputError
-from ..layout import STANDARD, Layout
-from ..models import FLOAT, messages_table, sessions_table
-from ..prepared import Prepared
-from ..validation import INT64_MAX
-from . import listing as _listing
-from .agent_guards import refuse_broken_deletes
-from .shapes import session_columns, sessions_from, shadowed, writable_sessions
+from hermes_store.backends.prepared import Prepared
+from hermes_store.domain.arguments import INT64_MAX
+from hermes_store.errors import InvalidInputError
+from hermes_store.repositories import listing as _listing
+from hermes_store.repositories.agent_guards import refuse_broken_deletes
+from hermes_store.repositories.shapes import (
+    session_columns,
+    sessions_from,
+    shadowed,
+    writable_sessions,
+)
+from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.schema.models import FLOAT, messages_table, sessions_table
 
 S = sessions_table
 M = messages_table

@@ -8,7 +8,7 @@ hash is kept on the row. Where messages carry the agent's ``active`` flag,
 a read sees what the agent's own code shows: live rows for a conversation,
 live and compaction-archived rows for search (rewound rows are hidden).
 
-Each function is cached per :class:`~hermes_store.layout.Layout`, so a
+Each function is cached per :class:`~hermes_store.schema.layout.Layout`, so a
 statement is built once per shape of file, not per call.
 """
 
@@ -19,8 +19,13 @@ from functools import lru_cache
 from sqlalchemy import Integer, Table, column, table
 from sqlalchemy.sql.expression import TableClause
 
-from ..layout import MESSAGE_COLUMNS, SESSION_COLUMNS, STANDARD, Layout
-from ..models import messages_table, sessions_table
+from hermes_store.schema.layout import (
+    MESSAGE_COLUMNS,
+    SESSION_COLUMNS,
+    STANDARD,
+    Layout,
+)
+from hermes_store.schema.models import messages_table, sessions_table
 
 SYSTEM_PROMPTS_JOIN = "LEFT JOIN system_prompts sp ON sp.hash = {alias}.system_prompt_hash"
 

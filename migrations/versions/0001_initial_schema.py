@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from hermes_store.migration_ops import is_sqlite, set_schema_version
+from hermes_store.schema.migration_ops import is_sqlite, set_schema_version
 
 revision = "0001"
 down_revision = None

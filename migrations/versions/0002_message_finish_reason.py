@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from hermes_store.migration_ops import add_missing_columns, drop_columns, set_schema_version
+from hermes_store.schema.migration_ops import (
+    add_missing_columns,
+    drop_columns,
+    set_schema_version,
+)
 
 revision = "0002"
 down_revision = "0001"

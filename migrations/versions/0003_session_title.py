@@ -9,7 +9,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from hermes_store.migration_ops import add_missing_columns, drop_columns, set_schema_version
+from hermes_store.schema.migration_ops import (
+    add_missing_columns,
+    drop_columns,
+    set_schema_version,
+)
 
 revision = "0003"
 down_revision = "0002"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from hermes_store.migration_ops import set_schema_version
+from hermes_store.schema.migration_ops import set_schema_version
 
 revision = "0004"
 down_revision = "0003"

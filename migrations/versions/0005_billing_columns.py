@@ -13,7 +13,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
 
-from hermes_store.migration_ops import add_missing_columns, drop_columns, set_schema_version
+from hermes_store.schema.migration_ops import (
+    add_missing_columns,
+    drop_columns,
+    set_schema_version,
+)
 
 revision = "0005"
 down_revision = "0004"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from hermes_store.migration_ops import is_sqlite
+from hermes_store.schema.migration_ops import is_sqlite
 
 revision = "0007"
 down_revision = "0006"

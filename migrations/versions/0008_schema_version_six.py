@@ -18,7 +18,7 @@ Revises: 0007
 
 from __future__ import annotations
 
-from hermes_store.migration_ops import set_schema_version
+from hermes_store.schema.migration_ops import set_schema_version
 
 revision = "0008"
 down_revision = "0007"

@@ -1,0 +1,1 @@
+"""PostgreSQL's rules: isolation, patience as ``lock_timeout``, retries, tsquery and search."""

@@ -1,0 +1,220 @@
+"""The PostgreSQL rules: how units of work begin, wait and retry there.
+
+SQLite serialises writers with one file lock, taken up front by ``BEGIN
+IMMEDIATE``; PostgreSQL locks rows, so none of that applies:
+
+* a **write** unit is a plain ``READ COMMITTED`` transaction. Counters are
+  changed by ``UPDATE ... SET n = n + :k``, which PostgreSQL re-evaluates on
+  the newest row version after waiting for a concurrent writer, so they stay
+  exact without any table lock. A write waits for a row lock at most the
+  policy's patience (``lock_timeout``, or the unit's own ``patience_s``);
+  past it the statement fails and the store raises
+  :class:`~hermes_store.errors.StoreLockedError`, as on SQLite;
+* a **read** unit is ``REPEATABLE READ READ ONLY``: one snapshot for all its
+  statements (search hits and their context agree, like a SQLite reader in
+  WAL mode); a read-only transaction never fails to serialize;
+* a write unit that PostgreSQL aborts because of a deadlock (SQLSTATE
+  40P01) or a serialization failure (40001) is run again from the start,
+  after a random 20-150 ms pause, until the patience budget is spent -- see
+  :func:`retrying`, which wraps whole facade calls (each one is one unit);
+* the schema upgrade holds a transaction-level advisory lock, so two
+  processes opening an empty database do not both create the tables;
+* a connection a thread keeps between units is checked before each unit
+  (:func:`kept_connection_alive`), so a server restart or a killed backend
+  costs the thread no failed call once the server is back.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import select
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext
+from sqlalchemy.exc import DBAPIError
+
+from hermes_store.backends.durability import Durability
+from hermes_store.errors import InvalidInputError, StoreLockedError
+
+if TYPE_CHECKING:
+    from hermes_store.backends.policy import ContentionPolicy
+
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+"""Serialization failure and deadlock: the whole transaction may simply run again."""
+LOCK_TIMEOUT_SQLSTATE = "55P03"
+"""lock_not_available: a row lock was not granted within ``lock_timeout``."""
+
+OUT_OF_RANGE_SQLSTATE = "22003"
+"""numeric_value_out_of_range: e.g. a token counter past 2**31 - 1 in an INTEGER column."""
+
+MIGRATION_LOCK_KEY = 0x4E524D53  # arbitrary, constant: "the hermes_store schema upgrade"
+
+_T = TypeVar("_T")
+
+
+def sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a (wrapped) psycopg error, or None for anything else."""
+    original = error.orig if isinstance(error, DBAPIError) else error
+    return getattr(original, "sqlstate", None)
+
+
+def _milliseconds(seconds: float) -> int:
+    # lock_timeout = 0 means "wait forever" in PostgreSQL; patience 0 means "do not wait".
+    return max(1, int(seconds * 1000))
+
+
+def create_postgresql_engine(
+    url: URL,
+    policy: ContentionPolicy,
+    durability: Durability = Durability.FULL,
+    *,
+    read_only: bool = False,
+) -> Engine:
+    """An engine on ``url`` whose units of work follow the rules of this module.
+
+    ``read_only`` makes every transaction of its sessions read-only on the
+    server too (``default_transaction_read_only``), beside the store's refusal
+    of write units.
+    """
+    options = (
+        f"-c lock_timeout={_milliseconds(policy.patience_s)} "
+        f"-c synchronous_commit={durability.postgresql_synchronous_commit}"
+    )
+    if read_only:
+        options += " -c default_transaction_read_only=on"
+    engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
+    _install_rules(engine, policy)
+    return engine
+
+
+def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
+    import psycopg  # the optional extra: imported only for a PostgreSQL engine
+
+    from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> None:
+        # psycopg refuses, before sending, any string holding U+0000: PostgreSQL
+        # text cannot store it. That is the caller's input, so it is said so.
+        original = context.original_exception
+        if isinstance(original, psycopg.DataError) and "NUL (0x00)" in str(original):
+            raise InvalidInputError(
+                "text with a NUL character (U+0000) cannot be stored in or looked up "
+                "from PostgreSQL; nothing was written"
+            ) from original
+        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL, and a
+        # DOUBLE PRECISION sum that overflows is refused rather than stored as infinity.
+        if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
+            raise InvalidInputError(
+                f"a number is out of range on PostgreSQL ({str(original).splitlines()[0]}; "
+                "token counters and token_count are INTEGER there, 32-bit); nothing was written"
+            ) from original
+        # A row lock not granted within lock_timeout: the patience ran out, as on SQLite.
+        if getattr(original, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE:
+            options = context.connection.get_execution_options() if context.connection else {}
+            patience = options.get(PATIENCE_OPTION)
+            waited = float(policy.patience_s if patience is None else patience)
+            where = engine.url.render_as_string(hide_password=True)
+            raise StoreLockedError(where, waited, 1) from original
+
+    snapshot = (psycopg.IsolationLevel.REPEATABLE_READ, True)
+    server_default = (None, None)  # READ COMMITTED, read-write
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # Sends nothing: psycopg opens the transaction at the first statement with a
+        # BEGIN that carries these (one round trip, and an error there is SQLAlchemy's
+        # to see: a statement run from this hook would escape as a raw psycopg error).
+        dbapi_connection = connection.connection.dbapi_connection
+        wanted = snapshot if connection.get_execution_options().get(READ_OPTION) else server_default
+        if (dbapi_connection.isolation_level, dbapi_connection.read_only) != wanted:
+            dbapi_connection.isolation_level, dbapi_connection.read_only = wanted
+
+
+def set_unit_patience(connection: Connection, patience_s: float) -> None:
+    """Give the open transaction its own lock budget (``SET LOCAL``: it ends with it).
+
+    Run through SQLAlchemy right after the unit begins, so that a server that
+    went away is recognised as one (and the connection invalidated).
+    """
+    connection.exec_driver_sql(f"SET LOCAL lock_timeout = {_milliseconds(patience_s)}")
+
+
+def kept_connection_alive(connection: Connection) -> bool:
+    """False when the server hung up on an idle kept connection: a restart, a killed backend.
+
+    A connection a thread keeps between units is not checked out of the pool
+    again, so the pool's pre-ping never sees it. A server that ends a session
+    sends its last words and closes the socket; so a quiet socket costs one
+    ``select`` and no round trip, and only one with something to read is pinged.
+    """
+    if connection.closed or connection.invalidated:
+        return True  # nothing to test: SQLAlchemy reconnects an invalidated one itself
+    dbapi_connection = connection.connection.dbapi_connection
+    if dbapi_connection is None or dbapi_connection.closed or dbapi_connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([dbapi_connection.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    if not readable:
+        return True
+    try:
+        return bool(connection.dialect.do_ping(dbapi_connection))
+    except Exception:  # any failure to answer means: do not use it
+        return False
+
+
+def lock_schema(connection: Connection) -> None:
+    """Serialise schema upgrades: held until the migration's transaction ends."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
+def retrying(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Run a ``SessionDB`` write method again when PostgreSQL aborted its transaction.
+
+    Every such method is exactly one unit of work whose arguments were checked
+    before it began, and a failed unit left the database as it was, so running
+    it again is safe. SQLite never raises these (its writers queue for the file
+    lock at ``BEGIN IMMEDIATE``): there the wrapper costs one ``try``.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except DBAPIError as error:
+            if sqlstate(error) is None:
+                raise
+            return _retry(method, self, args, kwargs, error)
+
+    return wrapper
+
+
+def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first: DBAPIError) -> _T:
+    """The slow path of :func:`retrying`, from the first failure on."""
+    store = owner._store
+    policy = store.policy
+    where = store.url.render_as_string(hide_password=True)
+    started = time.monotonic()
+    deadline = started + policy.patience_s
+    attempts = 1
+    error = first
+    while True:
+        state = sqlstate(error)
+        now = time.monotonic()
+        if state not in RETRYABLE_SQLSTATES:
+            raise error
+        if now >= deadline:
+            raise StoreLockedError(where, now - started, attempts) from error
+        time.sleep(min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now))
+        attempts += 1
+        try:
+            return method(owner, *args, **kwargs)
+        except DBAPIError as again:
+            error = again

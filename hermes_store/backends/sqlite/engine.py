@@ -1,0 +1,307 @@
+"""The SQLite rules, in one place: how connections open, transactions begin, WAL is kept.
+
+The rules come from the design document and from field reports. They are
+installed as SQLAlchemy events; a unit of work applies the same rules itself
+through :class:`SqliteRules`, which each connection carries:
+
+* on connect: WAL journal, foreign keys on, a short (1 s) busy timeout, the
+  store's durability (``synchronous``, see :mod:`hermes_store.backends.durability`), and
+  the driver's own transaction handling off so that we decide how each
+  transaction begins (SQLAlchemy's "pysqlite serializable" recipe);
+* on begin (a unit of work's, or SQLAlchemy's own): ``BEGIN IMMEDIATE`` for
+  writers, so lock contention shows up at the start of a transaction instead
+  of as a failed upgrade half-way through;
+  plain deferred ``BEGIN`` for readers, which in WAL never wait for writers.
+  A locked database is retried with random jitter (20-150 ms) until a time
+  budget runs out -- jitter breaks the convoy of writers retrying in step;
+* on connect, too: which files the connection opened (database, ``-wal``,
+  ``-shm``), so that a file replaced under the store is noticed before the
+  next unit of work (:mod:`hermes_store.backends.sqlite.file_identity`);
+* after every 50 successful write commits: a PASSIVE WAL checkpoint, which
+  never blocks, so the ``-wal`` file does not grow without bound (run by the
+  unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`;
+  a checkpoint that fails is logged and retried, and never fails the write).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import sqlite3
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Connection, Engine
+
+from hermes_store.backends.durability import Durability
+from hermes_store.backends.location import sqlite_file
+from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
+from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.sqlite.file_identity import OpenedFiles
+from hermes_store.errors import StoreLockedError
+
+_LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_log = logging.getLogger(__name__)
+_SQLITE_RULES = "hermes_sqlite_rules"
+OPENED_FILES = "hermes_opened_files"
+"""Connection info: the files a connection opened (``file_identity.OpenedFiles``)."""
+
+
+def is_lock_error(error: BaseException) -> bool:
+    """True when SQLite refused because another connection holds a lock."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _LOCK_CODES
+    message = str(error).lower()
+    return "locked" in message or "busy" in message
+
+
+def create_sqlite_engine(
+    url: URL, policy: ContentionPolicy, durability: Durability, *, read_only: bool = False
+) -> Engine:
+    """An engine for a SQLite ``url`` with the rules of this module installed.
+
+    ``read_only`` opens the file with ``mode=ro`` (see :func:`read_only_uri`):
+    its connections can neither write nor take the write lock.
+    """
+    timeout = policy.busy_timeout_for(policy.patience_s) / 1000
+    path = sqlite_file(url)
+    if read_only and path is not None:
+        uri = read_only_uri(path)
+        engine = create_engine(
+            url,
+            creator=lambda: sqlite3.connect(
+                uri, uri=True, check_same_thread=False, timeout=timeout
+            ),
+        )
+    else:
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": timeout})
+    # Absolute for the replaced-file check: SQLite keeps the full path it opened, and a
+    # process that changes directory must not see its own file as "moved away".
+    opened = os.path.abspath(path) if path is not None else None
+    _install_sqlite_rules(
+        engine, policy, durability, str(path or url.database), opened, read_only=read_only
+    )
+    return engine
+
+
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that reads ``path`` without ever writing it.
+
+    ``mode=ro`` opens the file read-only. A WAL database also needs its
+    ``-shm`` (SQLite creates it if it can); in a folder this process cannot
+    write, with no ``-wal`` beside the file, no writer can be running either
+    (it would need to create one), so the file is opened ``immutable=1``:
+    read as it is, without the shared-memory index.
+    """
+    quoted = urllib.parse.quote(str(path.resolve()))
+    uri = f"file:{quoted}?mode=ro"
+    wal = Path(f"{path}-wal")
+    if not os.access(path.parent, os.W_OK) and not wal.exists():
+        uri += "&immutable=1"
+    return uri
+
+
+class _CheckpointClock:
+    """Counts write commits across the engine's connections and says when to checkpoint.
+
+    ``next`` on an ``itertools.count`` is atomic under the GIL, so threads
+    sharing the engine need no lock for it on every commit. A checkpoint that
+    failed is overdue: the next commit tries again instead of waiting for the
+    next multiple, so a disk that has room again gets its WAL moved in soon.
+    """
+
+    def __init__(self, every: int) -> None:
+        self._every = every
+        self._commits = itertools.count(1)
+        self.overdue = False
+
+    def tick(self) -> bool:
+        return next(self._commits) % self._every == 0 or self.overdue
+
+
+class SqliteRules:
+    """How one engine's SQLite connections begin, and when they checkpoint.
+
+    Carried in every connection's pool record (``connection.info``), so a unit
+    of work can begin and end its transaction on the driver itself -- a
+    ``BEGIN IMMEDIATE`` and a ``COMMIT`` cost less than SQLAlchemy's
+    transaction bookkeeping around them, which an append would otherwise pay
+    inside and around the write lock. Statements SQLAlchemy runs on its own
+    (migrations, ``engine.connect()``) begin through the ``begin`` event,
+    which follows the same rules.
+    """
+
+    __slots__ = ("_clock", "busy_timeout_ms", "database", "policy")
+
+    def __init__(self, policy: ContentionPolicy, database: str) -> None:
+        self.policy = policy
+        self.database = database
+        self.busy_timeout_ms = policy.busy_timeout_for(policy.patience_s)
+        """Every connection's busy timeout: the policy's, cut to its patience."""
+        self._clock = _CheckpointClock(policy.checkpoint_every)
+
+    def begin(
+        self, dbapi_connection: sqlite3.Connection, *, write: bool, patience_s: float | None
+    ) -> None:
+        """A deferred ``BEGIN`` for readers; ``BEGIN IMMEDIATE`` within the patience for writers.
+
+        A unit whose own patience is shorter than the connection's busy timeout
+        waits at most that long: the busy timeout is cut for its ``BEGIN
+        IMMEDIATE`` attempts and set back right after.
+        """
+        if not write:
+            dbapi_connection.execute("BEGIN")
+            return
+        if patience_s is None:
+            _begin_immediate(dbapi_connection, self.policy, self.policy.patience_s, self.database)
+            return
+        busy_ms = self.policy.busy_timeout_for(patience_s)
+        if busy_ms >= self.busy_timeout_ms:
+            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
+            return
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        try:
+            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
+        finally:
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+
+    def after_write_commit(self, dbapi_connection: sqlite3.Connection) -> None:
+        """After a write commit: every Nth one runs the PASSIVE checkpoint.
+
+        Run once the transaction has committed (a checkpoint inside it could
+        not copy its pages). PASSIVE never waits for readers or writers.
+
+        It never raises: the write is already in the WAL, durable and visible,
+        and a caller told it had failed would write it again. A checkpoint
+        that fails (a full disk, an I/O error) is logged and retried at the
+        next commit; until one succeeds the WAL only grows, which loses nothing.
+        """
+        if not self._clock.tick():
+            return
+        try:
+            dbapi_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as error:
+            if not self._clock.overdue:
+                _log.warning(
+                    "WAL checkpoint of %s failed (%s); the write committed, and the "
+                    "checkpoint is retried after the next commit",
+                    self.database,
+                    error,
+                )
+            self._clock.overdue = True
+            return
+        if self._clock.overdue:
+            _log.info("WAL checkpoint of %s succeeded again", self.database)
+            self._clock.overdue = False
+
+
+def sqlite_rules(connection: Connection) -> SqliteRules | None:
+    """The rules of a SQLite engine's connection; None on other backends."""
+    return connection.info.get(_SQLITE_RULES)
+
+
+def _install_sqlite_rules(
+    engine: Engine,
+    policy: ContentionPolicy,
+    durability: Durability,
+    database: str,
+    opened_path: str | None,
+    *,
+    read_only: bool = False,
+) -> None:
+    rules = SqliteRules(policy, database)
+    synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
+        # Autocommit at the driver level: transactions begin only where we say.
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {rules.busy_timeout_ms}")
+        dbapi_connection.execute("PRAGMA foreign_keys = ON")
+        # Set even for FULL: a build whose default is NORMAL must not weaken it silently.
+        dbapi_connection.execute(synchronous)
+        (mode,) = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
+        if (
+            not read_only
+            and str(mode).lower() != "wal"
+            and not _keeps_its_journal_mode(dbapi_connection)
+        ):
+            # Asking only when needed keeps the open of a current database read-only.
+            dbapi_connection.execute("PRAGMA journal_mode = WAL")
+        record.info[_SQLITE_RULES] = rules
+        if opened_path is not None:  # the files it now holds (journal_mode opened the WAL)
+            record.info[OPENED_FILES] = OpenedFiles.at(opened_path)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        dbapi_connection = connection.connection.driver_connection
+        if dbapi_connection.in_transaction:
+            # A unit of work began this transaction on the driver; SQLAlchemy is
+            # only catching up (a Core statement run inside the unit).
+            return
+        options = connection.get_execution_options()
+        rules.begin(
+            dbapi_connection,
+            write=not options.get(READ_OPTION),
+            patience_s=options.get(PATIENCE_OPTION),
+        )
+
+
+def _keeps_its_journal_mode(dbapi_connection: sqlite3.Connection) -> bool:
+    """True for a file whose journal mode is not ours to change.
+
+    A file at the agent's own schema versions (7 and later): its journal mode
+    is the agent's choice -- its v25 keeps new files out of WAL on SQLite
+    builds with the WAL-reset bug, and never switches a file other processes
+    may hold open. A file that holds tables but no ``schema_version`` is not
+    a session store at all, and is refused unchanged. Asked only of a file
+    not in WAL already: the open of a current file pays nothing for it.
+    """
+    from hermes_store.schema.state import DOCUMENT_VERSION
+
+    try:
+        row = dbapi_connection.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    except sqlite3.Error:
+        # No schema_version: a new, empty file gets WAL; anything else is foreign.
+        return (
+            dbapi_connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
+        )
+    try:
+        return row is not None and row[0] is not None and int(row[0]) > DOCUMENT_VERSION
+    except (TypeError, ValueError):
+        return False
+
+
+def _begin_immediate(
+    dbapi_connection: sqlite3.Connection,
+    policy: ContentionPolicy,
+    patience_s: float,
+    database: str,
+) -> None:
+    """``BEGIN IMMEDIATE``, retried with jitter until ``patience_s`` is spent."""
+    started = time.monotonic()
+    deadline = started + patience_s
+    attempts = 0
+    pauses: list[float] = []
+    while True:
+        attempts += 1
+        try:
+            dbapi_connection.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as error:
+            if not is_lock_error(error):
+                raise
+            now = time.monotonic()
+            if now >= deadline:
+                raise StoreLockedError(database, now - started, attempts, tuple(pauses)) from error
+            pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
+            pauses.append(pause)
+            time.sleep(pause)

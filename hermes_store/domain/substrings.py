@@ -1,0 +1,111 @@
+"""Search for text the unicode61 tokenizer cannot split: Chinese, Japanese, Korean.
+
+unicode61 makes one token of a whole run of CJK characters (and of Latin
+letters glued to it: ``修改youer服务端的计划`` is a single token), so a word
+inside such a run is invisible to it. The trigram index (revision 0007)
+matches any substring of three or more characters. Terms shorter than three
+characters -- most two-character Chinese words, most Korean words -- match
+nothing in a trigram index, so such queries become ``LIKE '%term%'`` tests
+over the content table: a scan, but an exact one.
+
+Both routes take the items of :func:`hermes_store.domain.query_syntax.query_items`
+(terms, phrases, AND/OR/NOT), so the query syntax is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hermes_store.domain.query_syntax import OPERATORS, wanted_terms
+
+_CJK = re.compile(
+    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
+)
+TRIGRAM = 3
+SNIPPET_RADIUS = 30
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK.search(text) is not None
+
+
+def _plain(item: str) -> str:
+    """A term or phrase without its quotes and prefix star: the substring to find."""
+    return item.rstrip("*").strip('"')
+
+
+@dataclass(frozen=True)
+class SubstringQuery:
+    """A query answered by substring matching, in one of two forms."""
+
+    fts: str | None
+    """A trigram MATCH expression, when every term is long enough for the index."""
+    like_sql: str | None
+    """Otherwise a boolean SQL expression of ``content LIKE :pN`` tests..."""
+    like_params: dict[str, str]
+    """...and its parameters."""
+    needles: list[str]
+    """The substrings a match contains (not the excluded ones), longest first, for snippets."""
+
+
+def _escape_like(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def substring_query(
+    items: list[str], column: str = "m.content", *, trigram: bool = True, like: str = "LIKE"
+) -> SubstringQuery | None:
+    """The substring form of sanitized query items, or None when nothing is searchable.
+
+    ``trigram=False`` always gives the ``like`` form (PostgreSQL, which has no
+    FTS5 trigram table and passes ``like="ILIKE"``: its pg_trgm index serves
+    ILIKE directly).
+    """
+    needles = [_plain(item) for item in items if item not in OPERATORS]
+    needles = [n for n in needles if n.strip()]
+    wanted = [n for n in map(_plain, wanted_terms(items)) if n.strip()]
+    if not wanted:
+        return None
+    ordered = sorted(set(wanted), key=len, reverse=True)
+    if trigram and all(len(n) >= TRIGRAM for n in needles):
+        terms = [item if item in OPERATORS else f'"{_plain(item)}"' for item in items]
+        return SubstringQuery(" ".join(terms), None, {}, ordered)
+    parts: list[str] = []
+    params: dict[str, str] = {}
+    run: list[str] = []  # adjacent terms: FTS5's implicit AND, bound before NOT/AND/OR
+
+    def close_run() -> None:
+        if run:
+            parts.append(run[0] if len(run) == 1 else "(" + " AND ".join(run) + ")")
+            run.clear()
+
+    for item in items:
+        if item in OPERATORS:
+            close_run()
+            parts.append("AND NOT" if item == "NOT" else item)
+            continue
+        name = f"p_like{len(params)}"
+        params[name] = f"%{_escape_like(_plain(item))}%"
+        run.append(f"{column} {like} :{name} ESCAPE '\\'")
+    close_run()
+    return SubstringQuery(None, "(" + " ".join(parts) + ")", params, ordered)
+
+
+def make_snippet(content: str | None, needles: list[str]) -> str:
+    """A ``>>>match<<<`` window around the first needle found, like FTS5's snippet()."""
+    text = content or ""
+    folded = text.casefold()
+    for needle in needles:
+        at = folded.find(needle.casefold())
+        if at < 0:
+            continue
+        end = at + len(needle)
+        start, stop = max(0, at - SNIPPET_RADIUS), min(len(text), end + SNIPPET_RADIUS)
+        return (
+            ("..." if start > 0 else "")
+            + f"{text[start:at]}>>>{text[at:end]}<<<{text[end:stop]}"
+            + ("..." if stop < len(text) else "")
+        )
+    return text[: 2 * SNIPPET_RADIUS]

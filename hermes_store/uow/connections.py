@@ -1,0 +1,204 @@
+"""One reusable connection per thread, so a unit of work costs a BEGIN, not a pool round.
+
+Checking a connection out of SQLAlchemy's pool and back in (with its
+reset-on-return rollback) costs more than an append's SQL on a local file.
+An agent thread opens unit after unit on the same store, so each thread keeps
+one :class:`~sqlalchemy.engine.Connection` between units. A connection is only
+ever used by the thread that made it, and only ever runs one unit at a time:
+a unit opened while the thread's connection is busy -- a write inside a
+streaming export, say -- gets a spare connection from the pool, closed again
+when that unit ends. Between units the kept connection holds no transaction,
+so it pins no WAL snapshot and blocks no checkpoint. When the thread ends,
+its connection goes back to the pool (a thread-per-request server does not
+pile them up).
+
+A child process must not use a connection its parent opened (SQLite forbids
+carrying one across ``fork``), so a connection made in another process is
+forgotten, not reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from hermes_store.backends.sqlite.engine import OPENED_FILES
+from hermes_store.backends.sqlite.file_identity import OpenedFiles
+from hermes_store.errors import StoreError, StoreReplacedError
+from hermes_store.schema.state import file_is_current, is_current_on
+
+_log = logging.getLogger("hermes_store")
+
+
+class KeptConnection:
+    """A thread's connection; returned to the pool when the thread's locals die."""
+
+    __slots__ = ("__weakref__", "busy", "connection", "pid")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pid = os.getpid()
+        self.busy = False
+        """A unit of work is running on it (its transaction may be the driver's alone)."""
+
+    def close(self) -> None:
+        if self.pid == os.getpid() and not self.connection.closed:
+            with contextlib.suppress(SQLAlchemyError):
+                self.connection.close()
+
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # At interpreter exit the modules this needs may be gone already, and the
+        # process's connections close with it: nothing to give back.
+        if not _finalizing():
+            self.close()
+
+
+def _describe(engine: Engine) -> str:
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
+
+
+class ThreadConnections:
+    """Hands each thread its kept connection, or a spare one while that is busy.
+
+    ``alive`` (PostgreSQL's) tells whether a kept connection still reaches its
+    server before a unit runs on it; one that does not is invalidated, and
+    SQLAlchemy gives the unit a fresh one (pre-pinged by the pool).
+    """
+
+    def __init__(self, engine: Engine, alive: Callable[[Connection], bool] | None = None) -> None:
+        self._engine = engine
+        self.database = _describe(engine)
+        """How errors name the database: its file, or its URL without the password."""
+        self._alive = alive
+        self._local = threading.local()
+        self._kept: weakref.WeakSet[KeptConnection] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self.on_replaced: Callable[[], None] | None = None
+        """Called once connections moved to a file that replaced the store's (the store
+        then forgets what it knew of the old file's layout)."""
+
+    def acquire(self) -> tuple[Connection, KeptConnection | None]:
+        """(connection, holder): give it back with :meth:`release` and the same holder.
+
+        ``holder`` is the thread's kept connection, or None for a spare.
+
+        A SQLite connection whose file was replaced at its path is moved to the
+        file now there first (see :mod:`hermes_store.backends.sqlite.file_identity`), or
+        refused with :class:`~hermes_store.errors.StoreReplacedError`.
+        """
+        connection, kept = self._acquire()
+        opened = connection.info.get(OPENED_FILES)
+        if opened is not None and opened.replaced():
+            try:
+                self._follow_replacement(connection, opened)
+            except BaseException:
+                self.release(connection, kept)
+                raise
+        return connection, kept
+
+    def _follow_replacement(self, connection: Connection, opened: OpenedFiles) -> None:
+        """Move ``connection`` from a replaced file to the one at the path, or refuse."""
+        path = opened.path
+        if not os.path.exists(path):
+            raise StoreReplacedError(
+                f"{path} was moved away or deleted while this store had it open; nothing "
+                "was written (put the store back at that path, or reopen it elsewhere)"
+            )
+        if file_is_current(path) is False:
+            self._refuse(connection, opened)
+        detached = opened.detach_sidecars()
+        connection.invalidate()  # the old file is closed; SQLite leaves a moved file's WAL alone
+        self._engine.pool.dispose()  # idle pooled connections hold the old file too
+        fresh = connection.info.get(OPENED_FILES)  # reconnects, to the file at the path
+        try:
+            current = fresh is not None and not fresh.replaced() and is_current_on(connection)
+        except StoreError:
+            current = False
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+        if not current:
+            self._refuse(connection, opened)
+        if self.on_replaced is not None:
+            self.on_replaced()
+        _log.warning(
+            "%s was replaced while the store had it open; now using the new file "
+            "(the old one's sidecars unlinked: %s)",
+            path,
+            ", ".join(detached) or "none",
+        )
+
+    @staticmethod
+    def _refuse(connection: Connection, opened: OpenedFiles) -> None:
+        # Sticky: the next unit checks again instead of using that file.
+        connection.info[OPENED_FILES] = OpenedFiles(opened.path, None, None, None)
+        raise StoreReplacedError(
+            f"{opened.path} was replaced by a file that is not a hermes_store database at the "
+            "head schema; nothing was written to either (reopen the store to adopt it)"
+        )
+
+    def _acquire(self) -> tuple[Connection, KeptConnection | None]:
+        kept: KeptConnection | None = getattr(self._local, "kept", None)
+        if kept is not None and kept.pid == os.getpid() and not kept.connection.closed:
+            if kept.busy:
+                return self._engine.connect(), None  # the thread's own is busy: a spare
+            if self._alive is not None and not self._alive(kept.connection):
+                kept.connection.invalidate()  # the next statement reconnects
+            kept.busy = True
+            return kept.connection, kept
+        kept = KeptConnection(self._engine.connect())
+        kept.busy = True
+        self._local.kept = kept
+        with self._lock:
+            self._kept.add(kept)
+        return kept.connection, kept
+
+    def release(self, connection: Connection, holder: KeptConnection | None) -> None:
+        """Give back what :meth:`acquire` gave, from whichever thread ends the unit.
+
+        The holder itself is passed back, not looked up again: a unit a
+        generator held open may end in another thread, or after the thread
+        kept a new connection (``Store.close`` closed the old one).
+        """
+        if holder is not None:
+            holder.busy = False
+        else:
+            connection.close()
+
+    def forget_inherited(self) -> list[KeptConnection]:
+        """In a child after ``fork``: drop the parent's kept connections (see ``forking``).
+
+        Idle SQLite ones are closed here (the child's SQLite lock bookkeeping
+        must not count them); the rest -- busy in a parent thread, or a
+        server's socket the parent still uses -- are returned, for the caller
+        to keep referenced and never touch.
+        """
+        untouchable = []
+        with self._lock:
+            inherited = [holder for holder in self._kept if holder.pid != os.getpid()]
+        for holder in inherited:
+            self._kept.discard(holder)
+            if holder.busy or self._engine.dialect.name != "sqlite":
+                untouchable.append(holder)
+            elif not holder.connection.closed:
+                with contextlib.suppress(SQLAlchemyError):
+                    holder.connection.invalidate()
+        return untouchable
+
+    def close_all(self) -> None:
+        """Return every kept connection to the pool (when no unit of work is running)."""
+        with self._lock:
+            kept = list(self._kept)
+        for holder in kept:
+            holder.close()

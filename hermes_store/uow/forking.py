@@ -1,0 +1,58 @@
+"""After ``os.fork()``, a child never runs a unit of work on a connection its parent opened.
+
+Stores on one database share one engine per process, so a child inherits the
+parent's pool and every thread's kept connection. SQLite documents using a
+connection carried across ``fork`` as a way to corrupt a file; a PostgreSQL
+socket shared by two processes interleaves their traffic. So, in the child,
+right after the fork:
+
+* every pool is replaced by an empty one (SQLAlchemy's own recipe,
+  ``engine.dispose(close=False)``), so units open connections of their own;
+* the inherited SQLite connections that were idle are closed there: that
+  touches no lock of the parent's (POSIX locks belong to a process) and
+  clears the lock bookkeeping SQLite keeps per process, which the child's own
+  connections would otherwise trust. A connection that another thread of the
+  parent was using is left alone and kept referenced, never used or closed;
+* PostgreSQL connections are never closed in the child (closing would end
+  the parent's session on the server): they are kept referenced and unused.
+
+:class:`~hermes_store.uow.connections.ThreadConnections` already ignores a kept
+connection made in another process; this module handles the pool and the
+inherited connections themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Engine
+
+if TYPE_CHECKING:
+    from hermes_store.uow.connections import ThreadConnections
+
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+_CONNECTIONS: weakref.WeakSet[ThreadConnections] = weakref.WeakSet()
+_INHERITED: list[Any] = []
+"""What the child must neither use nor close: referenced so that no finalizer touches it."""
+
+
+def watch(engine: Engine, connections: ThreadConnections) -> None:
+    """Have a child process forget ``engine``'s pool and ``connections`` after a fork."""
+    _ENGINES.add(engine)
+    _CONNECTIONS.add(connections)
+
+
+def _forget_the_parents_connections() -> None:
+    for connections in list(_CONNECTIONS):
+        _INHERITED.extend(connections.forget_inherited())
+    for engine in list(_ENGINES):
+        if engine.dialect.name == "sqlite":
+            engine.dispose()  # closes the idle ones, here in the child
+        else:
+            _INHERITED.append(engine.pool)  # never closed by the child
+            engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_the_parents_connections)

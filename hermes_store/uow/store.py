@@ -1,0 +1,273 @@
+"""The store: one engine, brought to the head schema, handing out units of work.
+
+This is the object agent services receive by injection (it satisfies
+:class:`~hermes_store.uow.unit.UnitOfWorkFactory`); there is no module-level
+engine that code reaches for, so two stores on two files in one process never
+share state. Stores on the *same* database and policy in one process do share
+one engine (see :func:`_engine_for`): opening the store again -- a CLI command,
+a worktree agent, a test -- then costs a connect and one read, not a new
+engine with cold statement caches.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import NoSuchModuleError
+
+from hermes_store.backends import create_store_engine
+from hermes_store.backends.durability import Durability
+from hermes_store.backends.location import resolve_url, sqlite_file
+from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.postgresql.engine import kept_connection_alive
+from hermes_store.backends.sqlite.private_files import (
+    ensure_private_database,
+    require_existing_database,
+    tighten_private_database,
+)
+from hermes_store.domain.arguments import number_arg
+from hermes_store.errors import InvalidInputError, ReadOnlyStoreError, SchemaError
+from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
+from hermes_store.schema.state import (
+    HEAD_SCHEMA_VERSION,
+    Ladder,
+    read_schema_state,
+    refuse_foreign_file,
+)
+from hermes_store.uow import forking
+from hermes_store.uow.connections import ThreadConnections
+from hermes_store.uow.failures import Failures, missing_driver
+from hermes_store.uow.unit import UnitOfWork
+
+
+@lru_cache(maxsize=16)
+def _engine_for(
+    url: URL, policy: ContentionPolicy, durability: Durability, read_only: bool
+) -> Engine:
+    """One engine per (database, policy, durability, mode) per process, reused across opens.
+
+    ``Store.close`` empties the engine's pool, which closes its connections
+    (so the file is free for others) but keeps the engine, its event rules and
+    its compiled-statement cache for the next store on the same database.
+    """
+    return create_store_engine(url, policy, durability, read_only=read_only)
+
+
+class Store:
+    """Owns the engine for one database and opens units of work on it.
+
+    ``durability`` (``"full"`` by default, or ``"normal"``) says whether a
+    commit is on the disk before the call returns; see
+    :mod:`hermes_store.backends.durability` for what ``"normal"`` risks and saves.
+
+    ``read_only=True`` is for programs that only look (dashboards, web UIs,
+    the CLI's reading commands): the file is opened read-only, never created,
+    migrated, adopted or tightened, works in a folder this process cannot
+    write, and never takes the write lock; :meth:`write` is refused.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | URL | None = None,
+        *,
+        policy: ContentionPolicy | None = None,
+        durability: Durability | str = Durability.FULL,
+        migrate: bool = True,
+        read_only: bool = False,
+    ) -> None:
+        # Checked before anything is touched: a wrong value creates no file.
+        self.durability = Durability.of(durability)
+        if not isinstance(read_only, bool):
+            raise InvalidInputError(f"read_only must be a bool, got {type(read_only).__name__}")
+        self.read_only = read_only
+        if policy is not None and not isinstance(policy, ContentionPolicy):
+            raise InvalidInputError(
+                f"policy must be a ContentionPolicy, got {type(policy).__name__}"
+            )
+        self.url: URL = resolve_url(target)
+        self.path: Path | None = sqlite_file(self.url)
+        self._failures = Failures.of(self.url)
+        if self.path is not None:
+            if read_only:
+                require_existing_database(self.path)
+            else:
+                try:
+                    ensure_private_database(self.path, tighten=False)
+                except OSError as error:
+                    raise self._failures.from_os(error) from error
+        self.policy = policy or ContentionPolicy()
+        self.engine: Engine = self._engine()
+        alive = kept_connection_alive if self.url.get_backend_name() == "postgresql" else None
+        self._connections = ThreadConnections(self.engine, alive)
+        forking.watch(self.engine, self._connections)
+        self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
+        self._open_schema(migrate and not read_only)
+
+    def _engine(self) -> Engine:
+        try:
+            return _engine_for(self.url, self.policy, self.durability, self.read_only)
+        except NoSuchModuleError:
+            raise InvalidInputError(
+                f"{self._failures.where}: no database backend {self.url.get_backend_name()!r} "
+                "(hermes_store runs on SQLite and PostgreSQL)"
+            ) from None
+        except ModuleNotFoundError as error:
+            if (error.name or "").startswith("hermes_store"):
+                raise  # our own packaging problem, not the caller's
+            raise missing_driver(self._failures.where, self.url, error) from error
+
+    def upgrade_to_head(self) -> None:
+        """Migrate the database if it is ours and behind (what opening does by default).
+
+        The check is one read; Alembic is imported only when there is something
+        to migrate; the upgrade is one write transaction. A file of the agent's
+        own schema versions is left as it is.
+        """
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self._where()} was opened read-only (read_only=True): it is not migrated"
+            )
+        self._open_schema(migrate=True)
+
+    def _open_schema(self, migrate: bool) -> None:
+        """Read the file's schema state, migrate if it is ours and behind, learn its layout.
+
+        On a file at our head this is one read, on this thread's kept
+        connection, which the caller's first unit of work then reuses; Alembic
+        is imported only when there is something to migrate. A file of the
+        agent's own schema versions (7 and later) is never migrated: its
+        layout is read and the repositories follow it.
+        """
+        if not self._learn_layout(migrate):
+            from hermes_store.schema.migrate import upgrade
+
+            try:
+                upgrade(self.engine, "head")
+            except Exception as error:  # damage, a full disk, a read-only folder ...
+                named = self._failures.translate(error)
+                if named is None:
+                    raise
+                raise named from error
+            self._learn_layout(migrate=False)
+        if not self.read_only:
+            if self.path is not None:  # a session store, known now: private from here on
+                try:
+                    tighten_private_database(self.path)
+                except OSError as error:
+                    raise self._failures.from_os(error) from error
+            self._mend_skipped_agent_step()
+
+    def _learn_layout(self, migrate: bool) -> bool:
+        """Read state and layout in one read unit; False when a migration must come first."""
+        sqlite = self.engine.dialect.name == "sqlite"
+        with UnitOfWork(self._connections, write=False, failures=self._failures) as uow:
+            state = read_schema_state(uow.connection)
+            ladder = state.ladder  # raises SchemaError for a state we cannot read safely
+            if ladder is Ladder.AGENT and not sqlite:
+                raise SchemaError(
+                    f"{self!r} holds schema_version {state.version}, which no hermes_store "
+                    f"writes (it keeps the document's {HEAD_SCHEMA_VERSION}) and the agent's "
+                    "own code does not use PostgreSQL: refusing to guess its schema"
+                )
+            if sqlite and ladder is Ladder.EMPTY:
+                refuse_foreign_file(uow.connection, self._where())
+                if self.read_only:
+                    raise SchemaError(
+                        f"{self._where()} holds no session store yet, and a read-only open "
+                        "creates none: run 'hermes-store upgrade' (or open it writable) first"
+                    )
+            if migrate and state.needs_migration:
+                return False
+            if sqlite:
+                cell = LayoutCell(STANDARD, state.cookie)
+                # A file still to be migrated (by a caller that opened it with
+                # migrate=False to do so itself) keeps the standard layout: the
+                # first unit after the migration sees the cookie move and reads it.
+                if self.read_only or not state.needs_migration:
+                    cell.refresh(uow.connection.connection.driver_connection, state)
+                self._layouts = cell
+                self._connections.on_replaced = cell.forget
+        return True
+
+    def _mend_skipped_agent_step(self) -> None:
+        """Add ``messages.reasoning_content`` where our old schema_version 7 made the agent skip it.
+
+        hermes_store releases before revision 0008 stamped ``schema_version = 7``.
+        The agent's code at its versions 8 and 9, opening such a file, took the
+        7 as its own ("reasoning_content added"), skipped that step and moved
+        on -- and then failed every append for want of the column. Only a file
+        that carries our ``alembic_version`` can be in that state; the agent's
+        version 10 and later add missing columns themselves.
+        """
+        layout = self.layout
+        if not (
+            layout.ladder is Ladder.AGENT
+            and layout.revision is not None
+            and layout.schema_version in (7, 8, 9)
+            and "reasoning_content" not in layout.message_columns
+        ):
+            return
+        with self.write() as uow:
+            if "reasoning_content" not in uow.layout.message_columns:
+                uow.connection.exec_driver_sql(
+                    "ALTER TABLE messages ADD COLUMN reasoning_content TEXT"
+                )
+
+    def _where(self) -> str:
+        return str(self.path) if self.path is not None else repr(self)
+
+    @property
+    def layout(self) -> Layout:
+        """The layout the store reads the file in (see :mod:`hermes_store.schema.layout`)."""
+        if self._layouts is None:
+            return STANDARD
+        return self._layouts.layout
+
+    @property
+    def ladder(self) -> Ladder:
+        """Whose version steps the file follows: ours, or the Hermes agent's own."""
+        return self.layout.ladder
+
+    def read(self) -> UnitOfWork:
+        """A unit of work that only reads: one snapshot, no write lock."""
+        return UnitOfWork(
+            self._connections, write=False, layouts=self._layouts, failures=self._failures
+        )
+
+    def write(self, *, patience_s: float | None = None) -> UnitOfWork:
+        """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self._where()} was opened read-only (read_only=True): nothing was written"
+            )
+        if patience_s is not None:
+            patience_s = number_arg("patience_s", patience_s, minimum=0.0)
+        return UnitOfWork(
+            self._connections,
+            write=True,
+            patience_s=patience_s,
+            layouts=self._layouts,
+            failures=self._failures,
+        )
+
+    def close(self) -> None:
+        """Close every idle connection, releasing the file; a later unit reconnects.
+
+        The pool is emptied, not replaced (``engine.dispose`` would make a new
+        pool, whose first connect re-runs the dialect's initialisation on the
+        next open of the same database).
+        """
+        self._connections.close_all()
+        self.engine.pool.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.url.render_as_string(hide_password=True)!r})"

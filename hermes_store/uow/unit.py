@@ -1,0 +1,259 @@
+"""Unit of work: one connection, one transaction, the repositories on top.
+
+Agent code never touches an engine. It receives a :class:`UnitOfWorkFactory`
+(usually a :class:`~hermes_store.uow.store.Store`) and opens a unit of work per
+logical operation::
+
+    with store.write() as uow:
+        uow.sessions.add(...)
+        uow.messages.add(...)
+    # committed here; an exception inside the block rolls everything back
+
+A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.backends.sqlite.engine`;
+on SQLite the unit sends it to the driver itself, which costs less than
+SQLAlchemy's transaction bookkeeping on every append),
+so it either gets the lock up front, waits for it within the patience budget,
+or raises :class:`~hermes_store.errors.StoreLockedError` before any statement
+ran. A read unit begins a deferred transaction: it sees one consistent
+snapshot and never takes the write lock.
+
+Whatever meets a damaged page inside a unit -- its begin, any statement, its
+commit -- leaves it as :class:`~hermes_store.errors.StoreCorruptError`, after
+the rollback: the one place every operation goes through, so no caller ever
+sees "not found" or a success for a write that did not happen.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from types import TracebackType
+from typing import NoReturn, Protocol
+
+from sqlalchemy.engine import Connection, RootTransaction
+
+from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
+from hermes_store.backends.postgresql.engine import set_unit_patience
+from hermes_store.backends.prepared import driver_error
+from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
+from hermes_store.repositories import (
+    MessageRepository,
+    SearchRepository,
+    SessionRepository,
+)
+from hermes_store.schema.layout import (
+    STANDARD,
+    Layout,
+    LayoutCell,
+    drop_unusable_cjk_triggers,
+)
+from hermes_store.schema.state import read_schema_state
+from hermes_store.uow.connections import KeptConnection, ThreadConnections
+from hermes_store.uow.failures import Failures
+
+_UNSET = object()
+
+
+class UnitOfWork:
+    """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``.
+
+    On SQLite the transaction is begun and ended on the driver (see
+    :class:`~hermes_store.backends.sqlite.engine.SqliteRules`); a Core statement run inside
+    the unit finds it open, and the unit then ends it through SQLAlchemy so
+    that both agree. Other backends use SQLAlchemy's transaction and events.
+    """
+
+    sessions: SessionRepository
+    messages: MessageRepository
+    search: SearchRepository
+    layout: Layout
+    """The file's layout as this unit's transaction sees it (:mod:`hermes_store.schema.layout`)."""
+
+    def __init__(
+        self,
+        connections: ThreadConnections,
+        *,
+        write: bool,
+        patience_s: float | None = None,
+        layouts: LayoutCell | None = None,
+        failures: Failures,
+    ) -> None:
+        self._connections = connections
+        self._failures = failures
+        self._write = write
+        self._patience_s = patience_s
+        self._layouts = layouts
+        self._connection: Connection | None = None
+        self._kept: KeptConnection | None = None
+        self._rules: SqliteRules | None = None
+        self._driver: sqlite3.Connection | None = None
+        self._transaction: RootTransaction | None = None
+
+    @property
+    def connection(self) -> Connection:
+        """The unit's connection, for queries no repository carries yet."""
+        if self._connection is None:
+            raise RuntimeError("the unit of work is not open; use it in a with-block")
+        return self._connection
+
+    def __enter__(self) -> UnitOfWork:
+        try:
+            connection, self._kept = self._connections.acquire()
+        except Exception as error:  # the connect itself: a missing, damaged or read-only file
+            self._raise_named(error)
+        try:
+            self._rules = sqlite_rules(connection)
+            if self._rules is not None:
+                self._driver = connection.connection.driver_connection
+                self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
+                self._connection = connection
+                layout = self._current_layout(connection, self._driver)
+            else:
+                self._begin_through_sqlalchemy(connection)
+                layout = STANDARD  # PostgreSQL: only our revisions build its tables
+        except BaseException as error:
+            self._connection = connection
+            try:
+                self._rollback_after(error)  # the layout read may have failed inside the unit
+            finally:
+                self._connection = None
+                self._connections.release(connection, self._kept)
+            self._raise_named(error)
+        self._connection = connection
+        self.layout = layout
+        self.sessions = SessionRepository(connection, layout)
+        self.messages = MessageRepository(connection, layout)
+        self.search = SearchRepository(connection, layout)
+        return self
+
+    def _current_layout(self, connection: Connection, driver: sqlite3.Connection) -> Layout:
+        """The layout of the file now, read again if another program changed its schema.
+
+        One ``PRAGMA schema_version`` per unit: the cookie SQLite moves with
+        any DDL, read inside this unit's transaction so that the layout and
+        the statements that follow see the same schema. A write unit on a
+        file whose cjk index this process cannot run first does what the
+        agent's own code does then (see :func:`drop_unusable_cjk_triggers`).
+        """
+        cell = self._layouts
+        if cell is None:
+            return STANDARD
+        (cookie,) = driver.execute("PRAGMA schema_version").fetchone()
+        layout = cell.layout
+        if cookie != cell.cookie:
+            layout = cell.refresh(driver, read_schema_state(connection))
+        if self._write and layout.cjk_degrade_needed:
+            drop_unusable_cjk_triggers(driver, layout)
+            layout = cell.refresh(driver, read_schema_state(connection))
+        return layout
+
+    def _begin_through_sqlalchemy(self, connection: Connection) -> None:
+        # A kept connection carries the previous unit's options (they are
+        # set in place); both are set whenever they differ from this unit's.
+        current = connection.get_execution_options()
+        read, patience = not self._write, self._patience_s
+        if current.get(READ_OPTION) is not read or current.get(PATIENCE_OPTION, _UNSET) != patience:
+            connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
+        self._transaction = connection.begin()
+        if self._write and patience is not None and connection.dialect.name == "postgresql":
+            set_unit_patience(connection, patience)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if exc is None:
+                try:
+                    self.commit()
+                except BaseException as error:
+                    self._rollback_after(error)  # a failed COMMIT may leave the transaction open
+                    self._raise_named(error)
+            else:
+                self._rollback_after(exc)
+                named = self._failures.translate(exc)
+                if named is not None:
+                    raise named from exc
+        finally:
+            if self._connection is not None:
+                self._connections.release(self._connection, self._kept)
+            self._connection = None
+
+    def _raise_named(self, error: BaseException) -> NoReturn:
+        """Raise the store's error for ``error`` (see :mod:`~hermes_store.uow.failures`), or it."""
+        named = self._failures.translate(error)
+        if named is None:
+            raise error
+        raise named from error
+
+    def _rollback_after(self, error: BaseException) -> None:
+        """Roll back after ``error``; if even that fails, drop the connection, not the error.
+
+        The caller hears about the first failure, which says what went wrong;
+        a connection whose rollback failed may still hold a transaction, so it
+        is invalidated (a later unit gets a fresh one) rather than reused.
+        """
+        try:
+            self.rollback()
+        except Exception:
+            if self._connection is not None and not self._connection.closed:
+                self._connection.invalidate(error if isinstance(error, Exception) else None)
+
+    def commit(self) -> None:
+        """Commit what is open; a no-op when nothing is (an explicit commit already ran).
+
+        On SQLite the connection's state decides, not a flag: whatever
+        transaction is open on it -- the unit's own, or one SQLAlchemy began
+        for statements run after an explicit commit -- is committed, so the
+        kept connection never leaves a unit still inside a transaction.
+        """
+        if self._driver is None:
+            if self._transaction is not None and self._transaction.is_active:
+                self._transaction.commit()
+            return
+        connection = self.connection
+        if connection.in_transaction():  # SQLAlchemy joined (or began) the transaction
+            connection.commit()
+        elif self._driver.in_transaction:
+            self._driver_end("COMMIT")
+        else:
+            return
+        if self._write and self._rules is not None:
+            self._rules.after_write_commit(self._driver)
+
+    def rollback(self) -> None:
+        """Roll back what is open, at both levels; a no-op when nothing is.
+
+        A closed connection (``Store.close`` while an export was being read)
+        holds nothing to roll back: its transaction ended with it.
+        """
+        if self._connection is None or self._connection.closed:
+            return
+        if self._driver is None:
+            # Even when it is no longer active: a transaction SQLAlchemy deactivated
+            # because its connection died must still be rolled back, or the
+            # connection refuses to reconnect for every later unit of the thread.
+            if self._transaction is not None:
+                self._transaction.rollback()
+            return
+        connection = self.connection
+        if connection.in_transaction():
+            connection.rollback()
+        if self._driver.in_transaction:
+            self._driver_end("ROLLBACK")
+
+    def _driver_end(self, statement: str) -> None:
+        assert self._driver is not None
+        try:
+            self._driver.execute(statement)
+        except sqlite3.Error as error:
+            raise driver_error(self.connection.dialect, statement, (), error) from error
+
+
+class UnitOfWorkFactory(Protocol):
+    """What services depend on: a way to open read and write units of work."""
+
+    def read(self) -> UnitOfWork: ...
+
+    def write(self, *, patience_s: float | None = None) -> UnitOfWork: ...
