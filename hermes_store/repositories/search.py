@@ -19,7 +19,7 @@ from sqlalchemy.sql.elements import TextClause
 from hermes_store.backends.postgresql.search import word_statement
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
-from hermes_store.repositories.filters import filter_sql
+from hermes_store.backends.search_filters import filter_sql
 from hermes_store.repositories.shapes import searchable_messages
 from hermes_store.schema.layout import STANDARD, WORD_INDEX, Layout
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 from sqlalchemy import text
 from sqlalchemy.sql.elements import TextClause
 
-from hermes_store.repositories.filters import filter_sql
+from hermes_store.backends.search_filters import filter_sql
 
 # The index covers the first WORD_INDEX_CHARS characters (revision 0001: a
 # tsvector cannot exceed 1 MB); the headline reads no further either, which
