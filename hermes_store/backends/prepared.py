@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Executable
+from sqlalchemy import Executable, literal_column
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ClauseElement
@@ -101,12 +101,12 @@ class Prepared:
 
         On SQLite that is the cursor's ``lastrowid``: an ``INSERT ... RETURNING``
         costs SQLite a result buffer and the driver a fetch, inside the write
-        lock, for a value it already has. Elsewhere SQLAlchemy asks for the key
-        (RETURNING on PostgreSQL).
+        lock, for a value it already has. Elsewhere the id comes back with the
+        row (``RETURNING id`` on PostgreSQL).
         """
         if connection.dialect.name != "sqlite":
-            key = connection.execute(self.statement, dict(params)).inserted_primary_key
-            return int(key[0])
+            returning = self.statement.returning(literal_column("id"))  # type: ignore[attr-defined]
+            return int(connection.execute(returning, dict(params)).scalar_one())
         return int(self._run_sqlite(connection, params).lastrowid)
 
     def last_rowid(self, connection: Connection, values: Sequence[Any]) -> int:

@@ -15,14 +15,15 @@ statement is built once per shape of file, not per call.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import Integer, Table, column, table
+from sqlalchemy import Integer, Table, TypeDecorator, column, table
 from sqlalchemy.sql.expression import TableClause
+from sqlalchemy.types import TypeEngine
 
 from hermes_store.schema.layout import (
     MESSAGE_COLUMNS,
     SESSION_COLUMNS,
-    STANDARD,
     Layout,
 )
 from hermes_store.schema.models import messages_table, sessions_table
@@ -126,19 +127,23 @@ def searchable_messages(layout: Layout, alias: str = "m") -> str:
     return f" AND {alias}.active = 1"
 
 
+def storage_type(column_type: TypeEngine[Any]) -> TypeEngine[Any]:
+    """The type a column is stored as: a decorated type's own storage (JSON kept as TEXT).
+
+    The store's own statements bind the values it has already checked and
+    encoded (JSON as text), so they write through clauses typed with this,
+    never through the ORM's decorated types.
+    """
+    return column_type.impl_instance if isinstance(column_type, TypeDecorator) else column_type
+
+
 @lru_cache(maxsize=64)
 def writable_sessions(layout: Layout) -> TableClause:
-    """``sessions`` with the documented columns this file has, typed as the models type them.
-
-    Our own layout writes through the mapped table itself (PostgreSQL needs
-    its primary key to return new ids).
-    """
-    if layout is STANDARD:
-        return sessions_table
+    """``sessions`` with the documented columns this file has, typed as they are stored."""
     return table(
         "sessions",
         *(
-            column(name, sessions_table.c[name].type)
+            column(name, storage_type(sessions_table.c[name].type))
             for name in SESSION_COLUMNS
             if name in layout.session_columns
         ),
@@ -154,9 +159,7 @@ def writable_messages(layout: Layout) -> tuple[TableClause, tuple[str, ...]]:
     its default, and its transcript loads hide every row that is not 1.
     """
     names = tuple(name for name in MESSAGE_COLUMNS if name in layout.message_columns)
-    if layout is STANDARD:
-        return messages_table, tuple(name for name in names if name != "id")
-    columns = [column(name, messages_table.c[name].type) for name in names]
+    columns = [column(name, storage_type(messages_table.c[name].type)) for name in names]
     if layout.tracks_active:
         columns.append(column("active", Integer()))
     return table("messages", *columns), tuple(name for name in names if name != "id")

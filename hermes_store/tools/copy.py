@@ -55,8 +55,10 @@ from hermes_store.repositories.shapes import (
     session_columns,
     sessions_from,
     shadowed,
+    writable_messages,
+    writable_sessions,
 )
-from hermes_store.schema.layout import Layout
+from hermes_store.schema.layout import STANDARD, Layout
 from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.uow.store import Store
 
@@ -286,9 +288,14 @@ def _message_batches(
 
 
 def _insert_new(connection: Connection, table: Any, rows: list[dict[str, Any]]) -> int:
-    """Insert ``rows``, skipping any that collide with a row already there; returns how many."""
+    """Insert ``rows``, skipping any that collide with a row already there; returns how many.
+
+    The rows are copied as stored (JSON as its text), so they go in through a
+    clause typed as the columns are stored (see ``shapes.storage_type``).
+    """
+    writable = writable_sessions(STANDARD) if table is S else writable_messages(STANDARD)[0]
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(table).on_conflict_do_nothing().returning(table.c.id)
+    statement = dialect.insert(writable).on_conflict_do_nothing().returning(writable.c.id)
     return len(connection.execute(statement, rows).all())
 
 

@@ -36,6 +36,8 @@ from sqlalchemy.engine import Connection
 
 from hermes_store.errors import StoreError
 from hermes_store.repositories.maintenance import MaintenanceRepository
+from hermes_store.repositories.shapes import writable_sessions
+from hermes_store.schema.layout import STANDARD
 from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.tools.backup import COUNT_ROWS
 from hermes_store.tools.disk import require_free_space, sync
@@ -197,7 +199,7 @@ def _build(found: Salvage, path: Path, report: RecoveryReport) -> None:
     with Store(path) as store:
         for batch in _chunks(sessions):
             with store.write() as uow:
-                uow.connection.execute(insert(sessions_table), batch)
+                uow.connection.execute(insert(writable_sessions(STANDARD)), batch)
         links = [
             {"p_id": row["id"], "p_parent": parent}
             for row in sessions
