@@ -1148,7 +1148,7 @@ def test_bad_opening_arguments_are_invalid_input_and_create_nothing(
 def test_a_bad_patience_for_one_unit_is_invalid_input(seeded: SessionDB, patience: Any) -> None:
     def write(db: SessionDB) -> None:
         with db.store.write(patience_s=patience) as uow:
-            uow.sessions.bump_counters("s1", 1, 0)
+            uow.messages.append("s1", "user", "never written")
 
     error = assert_rejected(seeded, write)
     assert "patience_s" in str(error)

@@ -83,7 +83,7 @@ def test_two_stores_on_one_file_keep_their_own_durability(db_path: Path) -> None
     try:
         assert full.engine is not normal.engine  # one engine per (file, policy, durability)
         with normal.write() as uow:
-            uow.sessions.add(id="s1", source="cli", started_at=1.0)
+            uow.sessions.create("s1", "cli")
         with full.read() as uow:
             assert _durability_of(uow) == "full"
             assert uow.sessions.get("s1") is not None
@@ -112,9 +112,11 @@ def test_an_unknown_durability_is_refused_before_any_file_is_made(
 def test_settings_beside_a_given_store_are_refused(store_url: str) -> None:
     store = Store(store_url)
     try:
-        with pytest.raises(InvalidInputError, match="durability and read_only are the store's"):
+        with pytest.raises(
+            InvalidInputError, match="durability, read_only and clock are the store's"
+        ):
             SessionDB(store=store, durability="normal")
-        with pytest.raises(InvalidInputError, match="policy, durability and read_only"):
+        with pytest.raises(InvalidInputError, match="policy, durability, read_only and clock"):
             SessionDB(store=store, policy=ContentionPolicy(patience_s=1.0))
         assert SessionDB(store=store).store is store
     finally:

@@ -133,7 +133,7 @@ def test_a_read_transaction_does_not_take_the_write_lock(db_path: Path) -> None:
 def test_failed_unit_of_work_rolls_back_everything(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     with pytest.raises(RuntimeError), db.store.write() as uow:
-        uow.sessions.bump_counters("s1", 5, 5)
+        uow.messages.append("s1", "assistant", "lost", tool_calls=[{"id": "c"}])
         uow.connection.execute(
             text("INSERT INTO messages (session_id, role, timestamp) VALUES ('s1', 'user', 1)")
         )
@@ -151,15 +151,15 @@ def test_a_core_statement_inside_a_unit_joins_its_transaction(db: SessionDB) -> 
     # second transaction, and the unit's end must end both views of it.
     db.create_session("s1", "cli")
     with db.store.write() as uow:
-        uow.sessions.bump_counters("s1", 1, 0)  # a prepared statement, on the driver
+        uow.messages.append("s1", "user", "prepared")  # prepared statements, on the driver
         uow.connection.execute(
             text("INSERT INTO messages (session_id, role, timestamp) VALUES ('s1', 'user', 1)")
         )
         connection, driver = uow.connection, _driver(uow)
         assert connection.in_transaction() and driver.in_transaction
     assert not connection.in_transaction() and not driver.in_transaction
-    assert db.get_session("s1")["message_count"] == 1
-    assert len(db.get_messages("s1")) == 1
+    assert db.get_session("s1")["message_count"] == 1  # the raw INSERT moved no counter
+    assert len(db.get_messages("s1")) == 2
 
 
 @pytest.mark.parametrize("unit", ["read", "write"])
@@ -180,7 +180,7 @@ def test_statements_after_an_explicit_commit_are_committed_at_the_end(db: Sessio
     # statement after it starts another, which the end of the block commits too.
     db.create_session("s1", "cli")
     with db.store.write() as uow:
-        uow.sessions.bump_counters("s1", 1, 0)
+        uow.messages.append("s1", "user", "before the commit")
         uow.commit()
         uow.connection.execute(text("UPDATE sessions SET title = 'later' WHERE id = 's1'"))
         connection, driver = uow.connection, _driver(uow)
@@ -203,12 +203,13 @@ def test_a_failed_commit_rolls_back_and_leaves_the_connection_clean(
             driver.execute("PRAGMA defer_foreign_keys = ON")
         else:
             connection.exec_driver_sql("PRAGMA defer_foreign_keys = ON")
-        uow.sessions.bump_counters("s1", 1, 0)
+        uow.messages.append("s1", "user", "rolled back with the unit")
         driver.execute(
             "INSERT INTO messages (session_id, role, timestamp) VALUES ('nobody', 'user', 1)"
         )
     assert not driver.in_transaction and not connection.in_transaction()
     assert db.get_session("s1")["message_count"] == 0, "nothing of the failed unit kept"
+    assert db.get_messages("s1") == []
     db.append_message("s1", "user", "the next unit works")
     assert db.get_session("s1")["message_count"] == 1
 

@@ -139,7 +139,7 @@ def test_injected_store_is_not_closed_by_the_facade(db_path: Path) -> None:
         db.create_session("inj", "cli")
         db.close()
         with store.read() as uow:  # the store still works: the facade did not own it
-            assert uow.sessions.get("inj")["source"] == "cli"
+            assert uow.sessions.get("inj").source == "cli"  # type: ignore[union-attr]
         assert SessionDB(store=store).get_session("inj") is not None
     finally:
         store.close()

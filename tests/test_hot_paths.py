@@ -20,11 +20,19 @@ from sqlalchemy.exc import IntegrityError, StatementError
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends.prepared import Prepared
-from hermes_store.repositories.messages import MESSAGE_FIELDS
+from hermes_store.repositories.messages import MESSAGE_FIELDS, insert_rows
+from hermes_store.repositories.sessions import insert_session_row
 from hermes_store.schema.models import sessions_table
 from hermes_store.schema.state import read_state
 
 S = sessions_table
+
+
+def _session(session_id: str, started_at: float, **fields: object) -> dict[str, object]:
+    """A ``sessions`` row as the low-level insert takes it (every documented column)."""
+    row: dict[str, object] = {column.name: None for column in S.columns}
+    row.update(id=session_id, source="cli", started_at=started_at, **fields)
+    return row
 
 
 def _row(session_id: str, content: str = "x") -> dict[str, object]:
@@ -39,8 +47,8 @@ def _row(session_id: str, content: str = "x") -> dict[str, object]:
 def test_prepared_answers_like_sqlalchemy(db_path: Path) -> None:
     with Store(db_path) as store:
         with store.write() as uow:
-            uow.sessions.add(id="a", source="cli", started_at=3.0, title="T")
-            uow.sessions.add(id="b", source="cli", started_at=4.0)
+            insert_session_row(uow.connection, uow.layout, _session("a", 3.0, title="T"))
+            insert_session_row(uow.connection, uow.layout, _session("b", 4.0))
         statement = select(S.c.id, S.c.started_at, S.c.title).where(
             S.c.source == bindparam("p_source")
         )
@@ -70,31 +78,38 @@ def test_prepared_applies_bind_processors_and_literal_values(db: SessionDB) -> N
     with db.store.write() as uow:
         # started_at is REAL: an int goes through SQLAlchemy's float processor (a plain
         # execute; the Prepared paths: test_prepared_statements_apply_the_columns_bind_processors).
-        uow.sessions.add(id="int-time", source="cli", started_at=7)
-        assert uow.sessions.bump_counters("s", 2, 3)  # COALESCE(..., 0): a literal bind
+        insert_session_row(uow.connection, uow.layout, _session("int-time", 7))
+        # COALESCE(message_count, 0) + :p_messages: a literal bind beside the parameters
+        uow.messages.append_many(
+            "s",
+            [
+                {"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "b"}]},
+                {"role": "assistant", "tool_calls": [{"id": "c"}]},
+            ],
+        )
     with db.store.read() as uow:
         row = uow.sessions.get("int-time")
         counted = uow.sessions.get("s")
-    assert row is not None and isinstance(row["started_at"], float)
-    assert counted is not None and (counted["message_count"], counted["tool_call_count"]) == (2, 3)
+    assert row is not None and isinstance(row.started_at, float)
+    assert counted is not None and (counted.message_count, counted.tool_call_count) == (2, 3)
 
 
 def test_prepared_errors_are_sqlalchemy_errors_and_roll_back(db: SessionDB) -> None:
     db.create_session("s", "cli")
     with pytest.raises(IntegrityError), db.store.write() as uow:
-        uow.messages.add(_row("s", "kept out"))
-        uow.messages.add(_row("no-such-session"))  # foreign key violation
+        insert_rows(uow.connection, uow.layout, [_row("s", "kept out")])
+        insert_rows(uow.connection, uow.layout, [_row("no-such-session")])  # foreign key
     assert db.get_messages("s") == [], "the first insert of the failed unit is rolled back"
 
 
 def test_prepared_insert_keeps_a_given_id(db: SessionDB) -> None:
     db.create_session("s", "cli")
     with db.store.write() as uow:
-        assert uow.messages.add({**_row("s"), "id": 41}) == 41
+        assert insert_rows(uow.connection, uow.layout, [{**_row("s"), "id": 41}]) == [41]
         if db.store.url.get_backend_name() == "sqlite":
             # AUTOINCREMENT continues after it; a PostgreSQL identity is moved
             # past copied ids by the copy itself (tests/test_copy.py).
-            assert uow.messages.add(_row("s")) == 42
+            assert insert_rows(uow.connection, uow.layout, [_row("s")]) == [42]
     assert [m["id"] for m in db.get_messages("s")][0] == 41
 
 
@@ -103,7 +118,7 @@ def test_prepared_inserted_id_is_the_stored_row_id(db: SessionDB) -> None:
     # either way the id names the row that was written, in order.
     db.create_session("s", "cli")
     with db.store.write() as uow:
-        ids = [uow.messages.add(_row("s", f"m{i}")) for i in range(3)]
+        ids = [insert_rows(uow.connection, uow.layout, [_row("s", f"m{i}")])[0] for i in range(3)]
     stored = db.get_messages("s")
     assert ids == sorted(ids) and len(set(ids)) == 3
     assert [(m["id"], m["content"]) for m in stored] == list(
@@ -122,7 +137,7 @@ def test_add_many_stores_rows_with_the_ids_it_returns(db: SessionDB, ids: str) -
             if ids == "all" or i % 2:
                 row["id"] = 100 + 10 * i
     with db.store.write() as uow:
-        returned = uow.messages.add_many(rows)
+        returned = insert_rows(uow.connection, uow.layout, rows)
     stored = {m["id"]: m["content"] for m in db.get_messages("s")}
     assert stored == dict(zip(returned, [f"m{i}" for i in range(5)], strict=True))
     if ids == "all":
@@ -241,7 +256,7 @@ def test_stores_on_one_database_share_an_engine_and_close_independently(db_path:
     first, second = Store(db_path), Store(db_path)
     assert first.engine is second.engine
     with first.write() as uow:
-        uow.sessions.add(id="s", source="cli", started_at=1.0)
+        uow.sessions.create("s", "cli")
     first.close()
     with second.read() as uow:
         assert uow.sessions.exists("s")

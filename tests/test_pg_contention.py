@@ -16,8 +16,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from hermes_store import SessionDB
-from hermes_store.backends.postgresql.engine import retrying
+from hermes_store import SessionDB, UnitOfWork
 from hermes_store.schema.migrate import HEAD_SCHEMA_VERSION
 from hermes_store.tools.check import check
 from hermes_store.uow.store import Store
@@ -90,14 +89,15 @@ class _CrossLocker:
         self.barrier = barrier
         self.attempts = 0
 
-    @retrying
     def bump_both(self) -> None:
+        self._store.transact(self._unit)
+
+    def _unit(self, uow: UnitOfWork) -> None:
         self.attempts += 1
-        with self._store.write() as uow:
-            uow.sessions.bump_counters(self.order[0], 1, 0)
-            if self.attempts == 1:
-                self.barrier.wait(timeout=30)  # both hold their first row lock now
-            uow.sessions.bump_counters(self.order[1], 1, 0)
+        uow.sessions.record_usage(self.order[0], input_tokens=1)
+        if self.attempts == 1:
+            self.barrier.wait(timeout=30)  # both hold their first row lock now
+        uow.sessions.record_usage(self.order[1], input_tokens=1)
 
 
 def test_a_deadlocked_write_unit_is_run_again_and_counts_once(pg_url: Any) -> None:
@@ -125,5 +125,5 @@ def test_a_deadlocked_write_unit_is_run_again_and_counts_once(pg_url: Any) -> No
             thread.join(timeout=60)
         assert errors == []
         assert sorted(locker.attempts for locker in lockers) == [1, 2], "one unit was retried"
-        assert db.get_session("a")["message_count"] == 2
-        assert db.get_session("b")["message_count"] == 2
+        assert db.get_session("a")["input_tokens"] == 2
+        assert db.get_session("b")["input_tokens"] == 2

@@ -43,7 +43,7 @@ def test_a_read_unit_cannot_write(pg_url: Any) -> None:
     with SessionDB(pg_url) as db:
         db.create_session("s", "cli")
         with pytest.raises(InternalError, match="read-only"), db.store.read() as uow:
-            uow.sessions.bump_counters("s", 1, 0)
+            uow.messages.append("s", "user", "a read unit writes nothing")
         assert db.get_session("s")["message_count"] == 0
 
 
@@ -71,7 +71,7 @@ def test_per_unit_patience_overrides_the_policy(pg_url: Any, other: Any) -> None
                 pytest.raises(StoreLockedError, match=r"locked .* for 0\.30 s"),
                 db.store.write(patience_s=0.3) as uow,
             ):
-                uow.sessions.bump_counters("s", 1, 0)
+                uow.messages.append("s", "user", "blocked")
         assert db.get_session("s")["message_count"] == 0
 
 

@@ -128,7 +128,7 @@ def test_a_unit_whose_connection_died_under_it_leaves_the_thread_working(
                 other, int(uow.connection.exec_driver_sql("SELECT pg_backend_pid()").scalar())
             )
             with contextlib.suppress(Exception):  # swallowed by the unit's own code
-                uow.sessions.bump_counters("s", 1, 0)
+                uow.messages.append("s", "user", "lost with the backend")
         db.append_message("s", "user", "the thread goes on")
         assert db.get_session("s")["message_count"] == 1
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -41,11 +40,13 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.types import REAL, Integer
 
 from hermes_store.api import cli_render as render
-from hermes_store.api.session_db import JSON_MESSAGE_FIELDS, SECONDS_PER_DAY, SessionDB
+from hermes_store.api.session_db import JSON_MESSAGE_FIELDS, SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, StoreError
+from hermes_store.repositories.messages import insert_rows
+from hermes_store.repositories.sessions import insert_session_row
 from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.schema.state import Ladder, ladder_of
 from hermes_store.uow.store import Store
@@ -694,13 +695,13 @@ def _import_one(uow: UnitOfWork, record: _Record, result: _ImportResult) -> None
                 f"line {record.line}: title {title!r} already belongs to session {owner}; "
                 f"session {session_id} imported without a title"
             )
-    uow.sessions.add(**values)
+    insert_session_row(uow.connection, uow.layout, values)
     rows = record.messages
     if record.message_ids is not None and _ids_free(uow, record.message_ids):
         rows = [{**row, "id": i} for row, i in zip(rows, record.message_ids, strict=True)]
     elif rows:
         result.renumbered += 1
-    uow.messages.add_many(rows)
+    insert_rows(uow.connection, uow.layout, rows)
     result.sessions += 1
     result.messages += len(rows)
 
@@ -864,18 +865,14 @@ def prune(
     as_json: JsonOption = False,
 ) -> None:
     """Delete ended sessions older than N days; their children are kept, as roots."""
-    cutoff = time.time() - older_than * SECONDS_PER_DAY
     with _open(_target(db, url, patience)) as store, store.write() as uow:
-        # Let the repository pick the sessions (one rule for both modes), look at them, and
-        # keep the deletion only for a real run -- all inside one write transaction.
-        probe = uow.connection.begin_nested()
-        doomed = uow.sessions.prune(cutoff, source)
-        probe.rollback()
-        rows = [row for row in (uow.sessions.get(i) for i in doomed) if row is not None]
-        if dry_run:
-            uow.rollback()
-        else:
-            uow.sessions.prune(cutoff, source)
+        # The repository picks the sessions (one rule for both modes); they are listed
+        # and, for a real run, deleted -- in one write transaction.
+        doomed = uow.sessions.prunable(older_than, source)
+        found = (uow.sessions.get(i) for i in doomed)
+        rows = [session.as_dict() for session in found if session is not None]
+        if not dry_run:
+            uow.sessions.prune(older_than, source)
     if as_json:
         render.write_json({"dry_run": dry_run, "sessions": rows})
         return

@@ -118,3 +118,10 @@ def decode_json(raw: str | None) -> Any:
         return json.loads(raw)
     except (json.JSONDecodeError, TypeError, RecursionError):
         return raw
+
+
+def bool_arg(name: str, value: Any) -> bool:
+    """A flag must be a bool: "no" or 0 meaning True by truthiness would be a silent surprise."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be a bool, got {type(value).__name__}")
+    return value

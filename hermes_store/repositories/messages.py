@@ -1,4 +1,4 @@
-"""Messages: append, read back in order, clear; JSON fields stay text here.
+"""Messages: appended with their counters, read back in order, cleared.
 
 Append and read-back are the agent's hot paths, so their statements are
 :class:`~hermes_store.backends.prepared.Prepared`: compiled once, run on the driver.
@@ -13,7 +13,8 @@ index, and less than half the instructions for a 6-message turn.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -22,17 +23,29 @@ from sqlalchemy import bindparam, insert, literal_column, text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends.prepared import Prepared
+from hermes_store.domain.arguments import decode_json, number_arg, text_arg
+from hermes_store.domain.messages import (
+    JSON_FIELDS,
+    conversation_entry,
+    field_name,
+    message_row,
+    tool_call_total,
+    turn_rows,
+)
+from hermes_store.domain.records import MessageRecord
+from hermes_store.errors import InvalidInputError, SessionNotFoundError
 from hermes_store.repositories.agent_guards import (
     refuse_broken_deletes,
     refuse_locked_sessions,
 )
+from hermes_store.repositories.sessions import SessionRepository
 from hermes_store.repositories.shapes import (
     live_messages,
     message_columns,
     shadowed,
     writable_messages,
 )
-from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.schema.models import messages_table
 
 M = messages_table
@@ -130,67 +143,214 @@ def _batch_insert(layout: Layout, rows: int, with_ids: bool) -> tuple[Prepared, 
 _STANDARD = statements_for(STANDARD)
 
 
-class MessageRepository:
-    """The ``messages`` table: rows come and go as plain dicts of column values.
+def insert_rows(
+    connection: Connection, layout: Layout, rows: Sequence[dict[str, Any]]
+) -> list[int]:
+    """Insert stored rows as they are (JSON as its text) and return their ids, in order.
 
-    Rows carry the documented columns. On a file of the agent's later schema
-    versions, columns it added are left to their defaults (``active`` is set
-    to 1, as the agent's code sets it), and reads return the agent's live rows.
+    No rule is applied and no counter moves: this is for the tools that move
+    whole stores (recover, which recomputes the counters after; copy and
+    import through :meth:`MessageRepository.restore`, which keep them) and
+    for the repository's own appends below.
+
+    On SQLite, rows that all carry an ``id`` or all lack one go in
+    multi-row INSERTs of up to :data:`BATCH_ROWS` (see the module's
+    docstring). Without ids, the rows of one statement get consecutive
+    ids ending at the statement's ``lastrowid``: an AUTOINCREMENT table
+    numbers the rows of one INSERT one after another, and the write lock
+    lets no other writer in between. Mixed rows, and other backends, are
+    inserted one by one.
+    """
+    statements = _STANDARD if layout is STANDARD else statements_for(layout)
+
+    def one(row: dict[str, Any]) -> int:
+        chosen = statements.insert_with_id if row.get("id") is not None else statements.insert
+        return chosen.inserted_id(connection, row)
+
+    if len(rows) < 2 or connection.dialect.name != "sqlite":
+        return [one(row) for row in rows]
+    carried = [row.get("id") is not None for row in rows]
+    if any(carried) and not all(carried):
+        return [one(row) for row in rows]
+    with_ids = carried[0]
+    ids: list[int] = []
+    for start in range(0, len(rows), BATCH_ROWS):
+        chunk = rows[start : start + BATCH_ROWS]
+        statement, columns = statements.batch(len(chunk), with_ids)
+        last = statement.last_rowid(connection, [row[name] for row in chunk for name in columns])
+        if with_ids:
+            ids.extend(int(row["id"]) for row in chunk)
+        else:
+            ids.extend(range(last - len(chunk) + 1, last + 1))
+    return ids
+
+
+class MessageRepository:
+    """A session's messages: appended with their counters, read back in order.
+
+    Every write checks its fields first (InvalidInputError naming the field,
+    nothing written), moves the session's ``message_count`` and
+    ``tool_call_count`` with the rows in the same unit of work, and raises
+    SessionNotFoundError for an unknown session: a service writing through
+    this repository cannot leave a counter behind its rows. Reads give
+    :class:`~hermes_store.domain.records.MessageRecord` with JSON decoded.
+
+    On a file of the agent's later schema versions, columns it added are
+    left to their defaults (``active`` is set to 1, as the agent's code sets
+    it), an append to a session under another process's compression lock is
+    refused, and reads return the agent's live rows.
     """
 
-    def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        layout: Layout = STANDARD,
+        sessions: SessionRepository | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._c = connection
         self._layout = layout
         self._s = _STANDARD if layout is STANDARD else statements_for(layout)
+        self._sessions = sessions or SessionRepository(connection, layout, clock)
+        self._clock = clock
 
-    def add(self, row: dict[str, Any]) -> int:
-        """Insert one row; its ``id`` if it carries one, else the next free id."""
-        if self._layout.compression_locks:
-            refuse_locked_sessions(self._c, self._layout, (row["session_id"],))
+    # -- writes ----------------------------------------------------------
+    def append(
+        self,
+        session_id: str,
+        role: str,
+        content: str | None = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+    ) -> int:
+        """Append one message and move the session's counters; the message's id.
+
+        ``tool_calls`` (a list of calls, counted one each), ``reasoning_details``
+        and ``codex_reasoning_items`` take any JSON-serializable value.
+        """
+        text_arg("session_id", session_id)
+        row = message_row(session_id, locals(), self._clock())
+        self._admit((session_id,))
+        if not self._sessions._bump_counters(session_id, 1, tool_call_total(tool_calls)):
+            raise SessionNotFoundError(session_id)
+        return self._insert(row)
+
+    def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append a turn: every message and its counters in this unit, or none; their ids.
+
+        Each item takes the keyword arguments of :meth:`append` (``role``
+        required); an item that is not a dict, lacks a role or has a field
+        :meth:`append` does not take is InvalidInputError naming it.
+        """
+        text_arg("session_id", session_id)
+        clock = self._clock
+        rows, calls = turn_rows(session_id, messages, lambda _index: clock())
+        if not rows:
+            if not self._sessions.exists(session_id):
+                raise SessionNotFoundError(session_id)
+            return []
+        self._admit((session_id,))
+        if not self._sessions._bump_counters(session_id, len(rows), calls):
+            raise SessionNotFoundError(session_id)
+        return insert_rows(self._c, self._layout, rows)
+
+    def restore(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, keep_ids: bool = True
+    ) -> list[int]:
+        """Put back messages an export holds (an import), counters moved with them; their ids.
+
+        Each item has the fields of :meth:`append` and its ``timestamp``
+        (kept), and an ``id``, kept too when ``keep_ids`` and none of the ids
+        is taken (else the messages get new ids, in their order).
+        """
+        text_arg("session_id", session_id)
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise InvalidInputError(
+                f"messages must be a list of dicts, got {type(messages).__name__}"
+            )
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise InvalidInputError(
+                    f"messages[{index}] must be a dict, got {type(message).__name__}"
+                )
+        timestamps = [
+            number_arg(field_name(index, "timestamp"), message.get("timestamp"))
+            for index, message in enumerate(messages)
+        ]
+        stripped = [
+            {name: value for name, value in message.items() if name not in ("id", "timestamp")}
+            for message in messages
+        ]
+        rows, calls = turn_rows(session_id, stripped, timestamps.__getitem__)
+        ids = [message.get("id") for message in messages]
+        whole = all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+        if keep_ids and rows and whole and not self._ids_taken(ids):
+            for row, message_id in zip(rows, ids, strict=True):
+                row["id"] = message_id
+        if not rows:
+            return []
+        self._admit((session_id,))
+        if not self._sessions._bump_counters(session_id, len(rows), calls):
+            raise SessionNotFoundError(session_id)
+        return insert_rows(self._c, self._layout, rows)
+
+    def clear(self, session_id: str) -> None:
+        """Delete a session's messages but keep the session, its counters back to zero."""
+        text_arg("session_id", session_id)
+        if not self._sessions._zero_counters(session_id):
+            raise SessionNotFoundError(session_id)
+        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        self._c.execute(self._s.delete_for_session, {"p_id": session_id})
+
+    def _insert(self, row: dict[str, Any]) -> int:
         statement = self._s.insert_with_id if row.get("id") is not None else self._s.insert
         return statement.inserted_id(self._c, row)
 
-    def add_many(self, rows: Sequence[dict[str, Any]]) -> list[int]:
-        """Insert rows in order and return their ids in order.
-
-        On SQLite, rows that all carry an ``id`` or all lack one go in
-        multi-row INSERTs of up to :data:`BATCH_ROWS` (see the module's
-        docstring). Without ids, the rows of one statement get consecutive
-        ids ending at the statement's ``lastrowid``: an AUTOINCREMENT table
-        numbers the rows of one INSERT one after another, and the write lock
-        lets no other writer in between. Mixed rows, and other backends, are
-        inserted one by one.
-        """
+    def _admit(self, session_ids: Sequence[str]) -> None:
         if self._layout.compression_locks:
-            refuse_locked_sessions(self._c, self._layout, (row["session_id"] for row in rows))
-        if len(rows) < 2 or self._c.dialect.name != "sqlite":
-            return [self.add(row) for row in rows]
-        carried = [row.get("id") is not None for row in rows]
-        if any(carried) and not all(carried):
-            return [self.add(row) for row in rows]
-        with_ids = carried[0]
-        ids: list[int] = []
-        for start in range(0, len(rows), BATCH_ROWS):
-            chunk = rows[start : start + BATCH_ROWS]
-            statement, columns = self._s.batch(len(chunk), with_ids)
-            last = statement.last_rowid(self._c, [row[name] for row in chunk for name in columns])
-            if with_ids:
-                ids.extend(int(row["id"]) for row in chunk)
-            else:
-                ids.extend(range(last - len(chunk) + 1, last + 1))
-        return ids
+            refuse_locked_sessions(self._c, self._layout, session_ids)
 
-    def for_session(self, session_id: str) -> list[dict[str, Any]]:
-        return self._s.for_session.dicts(self._c, {"p_id": session_id})
+    def _ids_taken(self, ids: Sequence[int]) -> bool:
+        taken = self._c.execute(_IDS_TAKEN, {"p_ids": list(ids)}).first()
+        return taken is not None
 
-    def conversation_rows(self, session_id: str) -> list[dict[str, Any]]:
-        return self._s.conversation.dicts(self._c, {"p_id": session_id})
+    # -- reads -----------------------------------------------------------
+    def for_session(self, session_id: str) -> list[MessageRecord]:
+        """Every message of the session in order (timestamp, id), JSON fields decoded."""
+        text_arg("session_id", session_id)
+        rows = self._s.for_session.rows(self._c, {"p_id": session_id})
+        return [MessageRecord(*_decode_row(row)) for row in rows]
 
-    def delete_for_session(self, session_id: str) -> int:
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
-        return self._c.execute(self._s.delete_for_session, {"p_id": session_id}).rowcount
+    def conversation(self, session_id: str) -> list[dict[str, Any]]:
+        """The session as OpenAI-format messages, for replaying it to a model."""
+        text_arg("session_id", session_id)
+        rows = self._s.conversation.dicts(self._c, {"p_id": session_id})
+        return [conversation_entry(row) for row in rows]
 
     def count(self, session_id: str | None = None) -> int:
+        """How many messages the session (or the whole store) holds."""
+        text_arg("session_id", session_id, optional=True)
         if session_id is None:
             return int(self._c.execute(self._s.count_all).scalar_one())
         return int(self._c.execute(self._s.count_session, {"p_id": session_id}).scalar_one())
+
+
+_JSON_POSITIONS = tuple(MESSAGE_COLUMNS.index(name) for name in JSON_FIELDS)
+_IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparams(
+    bindparam("p_ids", expanding=True)
+)
+
+
+def _decode_row(row: tuple[Any, ...]) -> list[Any]:
+    """A stored row in column order, its JSON fields decoded (text that is not JSON stays)."""
+    values = list(row)
+    for position in _JSON_POSITIONS:
+        if values[position]:
+            values[position] = decode_json(values[position])
+    return values

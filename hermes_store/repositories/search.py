@@ -13,15 +13,20 @@ from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.backends.postgresql.search import word_statement
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
+from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
+from hermes_store.domain.query_syntax import query_items
+from hermes_store.domain.records import ContextLine, SearchHit
+from hermes_store.domain.substrings import TRIGRAM, has_cjk, make_snippet, substring_query
+from hermes_store.errors import InvalidInputError
 from hermes_store.repositories.shapes import searchable_messages
-from hermes_store.schema.layout import STANDARD, WORD_INDEX, Layout
+from hermes_store.schema.layout import STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
 
 CONTEXT_CHARS = 200
 
@@ -195,3 +200,112 @@ class SearchRepository:
         return _context_statement(self._visible).dicts(
             self._c, {"p_session": session_id, "p_id": message_id}
         )
+
+    # -- the search the old class offers ----------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        sources: Sequence[str] | None = None,
+        excluded_sources: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[SearchHit]:
+        """Matches of what a person typed, best first, each with its snippet and context.
+
+        The query language is FTS5's (words, ``"phrases"``, ``OR``, ``NOT``,
+        ``-term``, ``prefix*``), sanitized first; a query the sanitizer cannot
+        rescue, or one the engine still rejects, finds nothing rather than
+        raising -- search input comes straight from people -- while a
+        database that fails raises, as anywhere else. ``sources=[]`` allows
+        no source and finds nothing, as the old class's ``IN ()``; empty
+        ``excluded_sources`` and ``roles`` filter nothing.
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        filters = {
+            "sources": names_arg("source_filter", sources),
+            "excluded_sources": names_arg("exclude_sources", excluded_sources),
+            "roles": names_arg("role_filter", roles),
+            "limit": int_arg("limit", limit, minimum=0),
+            "offset": int_arg("offset", offset, minimum=0),
+        }
+        items = query_items(query)
+        if not items or filters["limit"] == 0 or filters["sources"] == []:
+            return []
+        try:
+            matches = self._ranked(query, items, filters)
+        except (OperationalError, ProgrammingError) as error:
+            if not rejected_query(error):
+                raise  # the database failed: that is no "no matches"
+            return []
+        return [
+            SearchHit(
+                **match,
+                context=tuple(
+                    ContextLine(**line) for line in self.context(match["session_id"], match["id"])
+                ),
+            )
+            for match in matches
+        ]
+
+    def _ranked(
+        self, query: str, items: list[str], filters: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Word matches first (unicode61 / tsvector), then substring matches.
+
+        A CJK query goes to the substring route only. Any other query asks the
+        word index first; when that cannot fill the page, substring matches of
+        terms of three or more characters follow, which finds Latin words glued
+        into CJK text (``修改youer服务端``). Short Latin terms never scan: "x"
+        as a substring would match nearly everything.
+        """
+        if has_cjk(query) or not self.has_word_index:
+            return self._substrings(items, filters, allow_scan=True)
+        limit, offset = filters["limit"], filters["offset"]
+        end = min(offset + limit, INT64_MAX)  # a LIMIT is 64-bit, so is the page's end
+        window = {**filters, "limit": end, "offset": 0}
+        words = self.match(self.word_query(items), **window)
+        if len(words) == end:
+            return words[offset:]
+        seen = {match["id"] for match in words}
+        substrings = self._substrings(items, window, allow_scan=False)
+        merged = words + [match for match in substrings if match["id"] not in seen]
+        return merged[offset : offset + limit]
+
+    def _substrings(
+        self, items: list[str], filters: dict[str, Any], *, allow_scan: bool
+    ) -> list[dict[str, Any]]:
+        """Substring matches: FTS5 trigram or LIKE on SQLite, ILIKE on PostgreSQL.
+
+        ``allow_scan=False`` keeps to what an index answers: terms of three or
+        more characters (the trigram table; pg_trgm for ILIKE on PostgreSQL).
+        """
+        # The agent's v23+ trigram table leaves tool rows out; a search of tool
+        # rows alone scans instead, as the agent's own code does.
+        trigram = self.has_trigram and not (
+            self.trigram_skips_tool_rows and "tool" in (filters["roles"] or ())
+        )
+        substring = (
+            substring_query(items, trigram=False, like="ILIKE")
+            if self.postgresql
+            else substring_query(items, trigram=trigram)
+        )
+        if substring is None:
+            return []
+        if substring.fts is not None:
+            return self.match(substring.fts, index=TRIGRAM_INDEX, **filters)
+        indexed = self.postgresql and min(map(len, substring.needles)) >= TRIGRAM
+        if not (allow_scan or indexed):
+            return []
+        matches = self.match(
+            None,
+            index=None,
+            like_sql=substring.like_sql,
+            like_params=substring.like_params,
+            **filters,
+        )
+        for match in matches:
+            match["snippet"] = make_snippet(match["snippet"], substring.needles)
+        return matches

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -28,11 +29,22 @@ from sqlalchemy import update as sql_update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
 from hermes_store.backends.prepared import Prepared
-from hermes_store.domain.arguments import INT64_MAX
-from hermes_store.errors import InvalidInputError
+from hermes_store.domain.arguments import (
+    INT64_MAX,
+    bool_arg,
+    int_arg,
+    json_arg,
+    names_arg,
+    number_arg,
+    text_arg,
+)
+from hermes_store.domain.records import LineageEntry, ModelUsage, SessionRecord, TopSession
+from hermes_store.domain.titles import clean_title, lineage_base, lineage_number, next_in_lineage
+from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
 from hermes_store.repositories import listing as _listing
 from hermes_store.repositories.agent_guards import refuse_broken_deletes
 from hermes_store.repositories.shapes import (
@@ -41,7 +53,7 @@ from hermes_store.repositories.shapes import (
     shadowed,
     writable_sessions,
 )
-from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.schema.layout import SESSION_COLUMNS, STANDARD, Layout
 from hermes_store.schema.models import FLOAT, messages_table, sessions_table
 
 S = sessions_table
@@ -363,37 +375,122 @@ def _overflow(stored: dict[str, Any], usage: dict[str, Any]) -> InvalidInputErro
 _STANDARD_READS = _reads_for(STANDARD)
 
 
+def insert_session_row(connection: Connection, layout: Layout, values: Mapping[str, Any]) -> None:
+    """Insert a session row as given (an id taken is an IntegrityError); no rule applied.
+
+    For the tools that move whole stores as they are stored -- an import
+    writes the counters its file holds beside the messages it holds -- not
+    for services, which create sessions through :class:`SessionRepository`.
+    """
+    reads = _STANDARD_READS if layout is STANDARD else _reads_for(layout)
+    row = dict(values)
+    if reads.system_prompts:
+        prompt = row.get("system_prompt")
+        row["system_prompt"] = None
+        row["system_prompt_hash"] = None
+        if prompt is not None:
+            row["system_prompt_hash"] = prompt_hash(prompt)
+            connection.execute(
+                _STORE_PROMPT, {"p_hash": row["system_prompt_hash"], "p_prompt": prompt}
+            )
+    connection.execute(reads.insert, row)
+
+
+_LINK_PARENT = (
+    sql_update(S)
+    .where(S.c.id == _p("id"), S.c.parent_session_id.is_(None))
+    .values(parent_session_id=_p("parent"))
+)
+
+
+SECONDS_PER_DAY = 86400.0
+
+
 class SessionRepository:
-    """The ``sessions`` table as a collection of session records (plain dicts).
+    """The ``sessions`` table as a collection of sessions, with the rules of each change.
+
+    Every write method checks its arguments (the store's
+    :class:`~hermes_store.errors.InvalidInputError`, naming the argument,
+    before anything is written), keeps the invariants the old class kept
+    (the first create and the first end win, titles unique and cleaned,
+    counters only through messages and usage reports, children of a deleted
+    session become roots) and raises
+    :class:`~hermes_store.errors.SessionNotFoundError` for an unknown id where
+    the old class's callers expect one. Reads give typed records
+    (:mod:`hermes_store.domain.records`).
 
     Records carry the documented columns on every file; on the agent's v25
     files a session's ``system_prompt`` is read from and written to
     ``system_prompts``, as the agent's code keeps it.
     """
 
-    def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        layout: Layout = STANDARD,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._c = connection
         self._layout = layout
+        self._clock = clock
         self._r = _STANDARD_READS if layout is STANDARD else _reads_for(layout)
 
     # -- lifecycle -------------------------------------------------------
-    def add(self, **values: Any) -> None:
-        """Insert a session row; an id already taken is an IntegrityError (imports, copies)."""
-        if self._r.system_prompts:
-            values = {**values, **self._prompt_by_hash(values.get("system_prompt"))}
-        self._c.execute(self._r.insert, values)
+    def create(
+        self,
+        session_id: str,
+        source: str,
+        *,
+        model: str | None = None,
+        model_config: Mapping[str, Any] | None = None,
+        system_prompt: str | None = None,
+        user_id: str | None = None,
+        parent_session_id: str | None = None,
+    ) -> bool:
+        """Create a session unless the id exists; True if this call created it.
 
-    def add_if_absent(self, session_id: str, source: str, started_at: float, **fields: Any) -> bool:
-        """Insert a session unless its id is taken; True if this call created it.
-
-        The first write wins, as with the old store's ``INSERT OR IGNORE``:
-        an existing row keeps every value it had. ``fields`` are any of
-        user_id, model, model_config, system_prompt, parent_session_id
-        (the others start NULL or at their defaults).
+        The first write wins, as in the old store (``INSERT OR IGNORE``): a
+        second call with the same id changes nothing, so an agent that
+        retries its start-up, or two processes that start the same session,
+        never fail on it. A ``parent_session_id`` naming no session is
+        InvalidInputError -- unless the id exists already, which is a no-op
+        before the parent is looked at.
         """
-        unknown = fields.keys() - set(_SESSION_FIELDS)
-        if unknown:
-            raise TypeError(f"add_if_absent got unknown fields: {', '.join(sorted(unknown))}")
+        fields = {
+            "model": text_arg("model", model, optional=True),
+            "model_config": json_arg("model_config", model_config),
+            "system_prompt": text_arg("system_prompt", system_prompt, optional=True),
+            "user_id": text_arg("user_id", user_id, optional=True),
+            "parent_session_id": text_arg("parent_session_id", parent_session_id, optional=True),
+        }
+        return self._add_if_absent(session_id, source, fields)
+
+    def ensure(self, session_id: str, source: str = "unknown", model: str | None = None) -> bool:
+        """Make sure a session row exists: a minimal one if absent; True if it was made.
+
+        The agent calls this before flushing messages, to recover from a
+        ``create`` that failed (a lock at start-up); an existing session
+        keeps its source, model and everything else.
+        """
+        return self._add_if_absent(
+            session_id, source, {"model": text_arg("model", model, optional=True)}
+        )
+
+    def _add_if_absent(self, session_id: str, source: str, fields: dict[str, Any]) -> bool:
+        """Insert ``session_id`` unless present; the parent must exist only for a new row."""
+        text_arg("session_id", session_id, non_empty=True)
+        text_arg("source", source, non_empty=True)
+        if self.exists(session_id):
+            return False
+        parent = fields.get("parent_session_id")
+        if parent is not None and not self.exists(parent):
+            raise InvalidInputError(f"parent_session_id {parent!r} names no session")
+        return self._insert_if_absent(session_id, source, self._clock(), **fields)
+
+    def _insert_if_absent(
+        self, session_id: str, source: str, started_at: float, **fields: Any
+    ) -> bool:
+        """Insert a session unless its id is taken (a racing creator wins); True if made."""
         values: dict[str, Any] = {name: fields.get(name) for name in _SESSION_FIELDS}
         values.update(id=session_id, source=source, started_at=started_at)
         if self._r.system_prompts:
@@ -404,8 +501,45 @@ class SessionRepository:
             self._c.execute(_DROP_UNUSED_PROMPTS)  # the prompt stored for a row not written
         return created
 
-    def get(self, session_id: str) -> dict[str, Any] | None:
-        return self._r.get.first(self._c, {"p_id": session_id})
+    def restore(self, values: Mapping[str, Any]) -> bool:
+        """Put back a session as an export holds it (an import); False if its id exists.
+
+        Every documented column but the message counters is taken from
+        ``values`` (times, tokens, costs, title, lineage); ``message_count``
+        and ``tool_call_count`` start at 0 and grow with the messages
+        restored through :meth:`MessageRepository.restore`, so they stay
+        exact whatever the export said. The parent must exist and the title
+        be free (InvalidInputError otherwise): an import that cannot keep
+        them passes them as None and links them later.
+        """
+        row = _restored_row(values)
+        if self.exists(row["id"]):
+            return False
+        parent = row["parent_session_id"]
+        if parent is not None and not self.exists(parent):
+            raise InvalidInputError(f"parent_session_id {parent!r} names no session")
+        if row["title"] is not None:
+            self._refuse_taken_title(row["title"], row["id"])
+        if self._r.system_prompts:
+            row.update(self._prompt_by_hash(row["system_prompt"]))
+        self._c.execute(self._r.insert, row)
+        return True
+
+    def link_parent(self, session_id: str, parent_session_id: str) -> bool:
+        """Give a root session its parent (an import whose parent came later); False if unknown.
+
+        A session that has a parent keeps it.
+        """
+        text_arg("session_id", session_id)
+        text_arg("parent_session_id", parent_session_id)
+        if not self.exists(parent_session_id):
+            raise InvalidInputError(f"parent_session_id {parent_session_id!r} names no session")
+        return self._changed(_LINK_PARENT, {"p_id": session_id, "p_parent": parent_session_id})
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        text_arg("session_id", session_id)
+        row = self._r.get.first(self._c, {"p_id": session_id})
+        return None if row is None else SessionRecord(**row)
 
     def exists(self, session_id: str) -> bool:
         return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
@@ -418,6 +552,7 @@ class SessionRepository:
         backends; the empty prefix names the only session of a store that
         has exactly one.
         """
+        text_arg("session_id_or_prefix", id_or_prefix)
         if self.exists(id_or_prefix):
             return id_or_prefix
         statement = _PREFIX_CANDIDATES[self._c.dialect.name]
@@ -428,31 +563,41 @@ class SessionRepository:
         ]
         return found[0] if len(found) == 1 else None
 
-    def end(self, session_id: str, ended_at: float, end_reason: str | None) -> bool:
+    def end(self, session_id: str, end_reason: str | None) -> None:
         """End an open session; an ended one keeps its first ``ended_at`` and ``end_reason``.
 
         A compression split must stay marked ``compression`` even when a
-        stale caller ends the same id again later; ``reopen`` first to end it
-        anew. Returns False only when the session is unknown.
+        stale caller ends the same id again later; :meth:`reopen` first to
+        end it anew. An unknown id is SessionNotFoundError.
         """
-        params = {"p_id": session_id, "p_at": ended_at, "p_reason": end_reason}
-        return self._changed(_END, params) or self.exists(session_id)
+        text_arg("session_id", session_id)
+        text_arg("end_reason", end_reason, optional=True)
+        params = {"p_id": session_id, "p_at": self._clock(), "p_reason": end_reason}
+        if not (self._changed(_END, params) or self.exists(session_id)):
+            raise SessionNotFoundError(session_id)
 
-    def reopen(self, session_id: str) -> bool:
-        return self._changed(_REOPEN, {"p_id": session_id})
+    def reopen(self, session_id: str) -> None:
+        """Clear ``ended_at``/``end_reason`` so a resumed session counts as active."""
+        text_arg("session_id", session_id)
+        self._require(self._changed(_REOPEN, {"p_id": session_id}), session_id)
 
-    def set_system_prompt(self, session_id: str, prompt: str | None) -> bool:
+    def set_system_prompt(self, session_id: str, prompt: str | None) -> None:
+        """Replace the session's system prompt snapshot (None clears it)."""
+        text_arg("session_id", session_id)
+        text_arg("system_prompt", prompt, optional=True)
         if not self._r.system_prompts:
-            return self._changed(_SET_PROMPT, {"p_id": session_id, "p_prompt": prompt})
-        stored = self._prompt_by_hash(prompt)
-        changed = self._changed(
-            _SET_PROMPT_HASH, {"p_id": session_id, "p_hash": stored["system_prompt_hash"]}
-        )
-        self._c.execute(_DROP_UNUSED_PROMPTS)
-        return changed
+            changed = self._changed(_SET_PROMPT, {"p_id": session_id, "p_prompt": prompt})
+        else:
+            stored = self._prompt_by_hash(prompt)
+            changed = self._changed(
+                _SET_PROMPT_HASH, {"p_id": session_id, "p_hash": stored["system_prompt_hash"]}
+            )
+            self._c.execute(_DROP_UNUSED_PROMPTS)
+        self._require(changed, session_id)
 
     def delete(self, session_id: str) -> bool:
-        """Delete a session and its messages; its children become roots, not casualties."""
+        """Delete a session and its messages; True if it existed. Children become roots."""
+        text_arg("session_id", session_id)
         refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(_ORPHAN_CHILDREN, {"p_id": session_id})
         self._c.execute(_DELETE_MESSAGES, {"p_id": session_id})
@@ -461,9 +606,22 @@ class SessionRepository:
             self._c.execute(_DROP_UNUSED_PROMPTS)
         return deleted
 
-    def prune(self, cutoff: float, source: str | None) -> list[str]:
-        """Delete ended sessions started before ``cutoff``; returns the ids removed."""
-        params = {"p_cutoff": cutoff, "p_source": source}
+    def prunable(self, older_than_days: float = 90, source: str | None = None) -> list[str]:
+        """The ids :meth:`prune` would delete now (ended, started more than N days ago)."""
+        params = self._prune_params(older_than_days, source)
+        return list(self._c.execute(_PRUNE_IDS, params).scalars())
+
+    def _prune_params(self, older_than_days: float, source: str | None) -> dict[str, Any]:
+        days = number_arg("older_than_days", older_than_days, minimum=0.0)
+        text_arg("source", source, optional=True)
+        return {"p_cutoff": self._clock() - days * SECONDS_PER_DAY, "p_source": source}
+
+    def prune(self, older_than_days: float = 90, source: str | None = None) -> int:
+        """Delete ended sessions started more than N days ago; how many went.
+
+        Their children are orphaned (they become roots), not deleted.
+        """
+        params = self._prune_params(older_than_days, source)
         doomed = list(self._c.execute(_PRUNE_IDS, params).scalars())
         if doomed:
             refuse_broken_deletes(self._c, self._layout, doomed)
@@ -472,7 +630,7 @@ class SessionRepository:
             self._c.execute(_PRUNE_SESSIONS, params)
             if self._r.system_prompts:
                 self._c.execute(_DROP_UNUSED_PROMPTS)
-        return doomed
+        return len(doomed)
 
     def _prompt_by_hash(self, prompt: str | None) -> dict[str, Any]:
         """Keep ``prompt`` in ``system_prompts``; the row then holds its hash, not the text."""
@@ -483,71 +641,149 @@ class SessionRepository:
         return {"system_prompt": None, "system_prompt_hash": key}
 
     # -- counters --------------------------------------------------------
-    def bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
-        """Add to the counters in one atomic UPDATE; False if the session is unknown."""
+    def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
+        """Add to the counters in one atomic UPDATE; False if the session is unknown.
+
+        Only the messages repository calls this, for the messages it writes:
+        the counters always follow the rows.
+        """
         params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
         return _BUMP_COUNTERS.rowcount(self._c, params) > 0
 
-    def set_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
-        params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
+    def _zero_counters(self, session_id: str) -> bool:
+        params = {"p_id": session_id, "p_messages": 0, "p_tool_calls": 0}
         return self._changed(_SET_COUNTERS, params)
 
-    def record_usage(self, session_id: str, usage: dict[str, Any], *, absolute: bool) -> bool:
-        """Add ``usage`` to the counters (or set them, ``absolute=True``) in one UPDATE.
+    def record_usage(
+        self,
+        session_id: str,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        model: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        actual_cost_usd: float | None = None,
+        cost_status: str | None = None,
+        cost_source: str | None = None,
+        pricing_version: str | None = None,
+        billing_provider: str | None = None,
+        billing_base_url: str | None = None,
+        billing_mode: str | None = None,
+        absolute: bool = False,
+    ) -> None:
+        """Add a usage report to the token and cost counters, or set them (``absolute``).
 
-        ``usage`` carries every name of TOKEN_COUNTERS, COST_FIELDS,
-        BILLING_LABELS and ``model``; None means "not reported". Then the
-        estimated cost counts 0 (added, or set with ``absolute``), the
-        actual cost and the cost labels keep their stored values; ``model``
-        and the route labels are only ever filled in where NULL. Increments
-        are not negative (the caller checks). A sum that would leave 64 bits
-        or stop being finite changes nothing and raises
-        :class:`InvalidInputError` naming the counter; False means the session
-        is unknown.
+        As the old class: ``model`` and the route (``billing_provider``,
+        ``billing_base_url``, ``billing_mode``) fill in a session that had
+        none and are kept after that; the cost labels (status, source,
+        pricing version) replace the stored ones when given. An
+        ``estimated_cost_usd`` of None counts as 0 (so a session with
+        recorded usage always has a number there); an ``actual_cost_usd`` of
+        None keeps the stored value. Counts and costs are not negative; a sum
+        that would leave 64 bits or stop being finite changes nothing and is
+        InvalidInputError naming the counter. An unknown session is
+        SessionNotFoundError.
         """
+        text_arg("session_id", session_id)
+        arguments = locals()
+        usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
+        # Counters only grow: a negative increment would make them disagree with the usage.
+        for name in TOKEN_COUNTERS:
+            usage[name] = int_arg(name, arguments[name], minimum=0)
+        for name in COST_FIELDS:
+            usage[name] = number_arg(name, arguments[name], optional=True, minimum=0.0)
+        for name in BILLING_LABELS:
+            usage[name] = text_arg(name, arguments[name], optional=True)
+        if not isinstance(absolute, bool):
+            raise InvalidInputError(f"absolute must be a bool, got {type(absolute).__name__}")
         params = {f"p_{name}": value for name, value in usage.items()}
         params["p_id"] = session_id
         if absolute:
-            return self._changed(_SET_USAGE, params)
+            self._require(self._changed(_SET_USAGE, params), session_id)
+            return
         for name in TOKEN_COUNTERS:
             params[f"p_{name}_room"] = INT64_MAX - usage[name]
         params["p_float_max"] = sys.float_info.max
         if self._changed(_ADD_USAGE, params):
-            return True
-        stored = self.get(session_id)
+            return
+        stored = self._r.get.first(self._c, {"p_id": session_id})
         if stored is None:
-            return False
+            raise SessionNotFoundError(session_id)
         raise _overflow(stored, usage)
 
     # -- titles ----------------------------------------------------------
     def set_title(self, session_id: str, title: str | None) -> bool:
-        return self._changed(_SET_TITLE, {"p_id": session_id, "p_title": title})
+        """Set (or, with an empty title, clear) a title; False if the session is unknown.
+
+        The title is cleaned (control characters out, whitespace folded, at
+        most 100 characters) and must be unique among sessions: one another
+        session holds is TitleConflictError, one the rules refuse
+        InvalidInputError -- both ValueError, raised before the session is
+        looked up, as in the old class.
+        """
+        text_arg("session_id", session_id)
+        cleaned = clean_title(title)
+        if cleaned is not None:
+            self._refuse_taken_title(cleaned, session_id)
+        try:
+            return self._changed(_SET_TITLE, {"p_id": session_id, "p_title": cleaned})
+        except IntegrityError as error:  # lost a race with another writer
+            raise TitleConflictError(f"title {cleaned!r} is already in use") from error
+
+    def _refuse_taken_title(self, title: str, session_id: str) -> None:
+        owner = self.title_owner(title, excluding=session_id)
+        if owner is not None:
+            raise TitleConflictError(f"title {title!r} is already in use by session {owner}")
 
     def title_owner(self, title: str, excluding: str) -> str | None:
         """The id of another session that already has ``title``, if any."""
         return self._c.execute(self._r.title_owner, {"p_title": title, "p_id": excluding}).scalar()
 
-    def get_by_title(self, title: str) -> dict[str, Any] | None:
+    def by_title(self, title: str) -> SessionRecord | None:
+        """The session holding exactly this title, if any."""
+        text_arg("title", title)
         row = self._c.execute(self._r.by_title, {"p_title": title}).mappings().first()
-        return dict(row) if row is not None else None
+        return None if row is None else SessionRecord(**row)
 
-    def title_family(self, base: str) -> list[dict[str, Any]]:
+    def resolve_by_title(self, title: str) -> str | None:
+        """The newest session of the lineage: "T #3" beats "T #2" beats "T"."""
+        text_arg("title", title)
+        ranked = [
+            (number, row["started_at"], row["id"])
+            for row in self._title_family(title)
+            if (number := lineage_number(row["title"], title)) is not None
+        ]
+        return max(ranked)[2] if ranked else None
+
+    def next_title_in_lineage(self, base_title: str) -> str:
+        """ "Fix Docker Build" -> "Fix Docker Build #2" (or the next free number)."""
+        text_arg("base_title", base_title)
+        base = lineage_base(base_title)
+        return next_in_lineage(base, (row["title"] for row in self._title_family(base)))
+
+    def _title_family(self, base: str) -> list[dict[str, Any]]:
         """Sessions titled ``base`` or ``base #<anything>`` (LIKE wildcards in base escaped)."""
         escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = self._c.execute(self._r.title_family, {"p_base": base, "p_pattern": f"{escaped} #%"})
         return [dict(row) for row in rows.mappings()]
 
     # -- documented queries ---------------------------------------------
-    def ancestors(self, session_id: str) -> list[dict[str, Any]]:
+    def ancestors(self, session_id: str) -> list[LineageEntry]:
         """The session, its parent, grandparent, ... (recursive CTE of the document)."""
-        return self._rows(self._r.ancestors, {"p_id": session_id})
+        text_arg("session_id", session_id)
+        return [LineageEntry(**row) for row in self._rows(self._r.ancestors, {"p_id": session_id})]
 
-    def descendants(self, session_id: str) -> list[dict[str, Any]]:
+    def descendants(self, session_id: str) -> list[LineageEntry]:
         """The session and every session split off it, transitively."""
-        return self._rows(self._r.descendants, {"p_id": session_id})
+        text_arg("session_id", session_id)
+        rows = self._rows(self._r.descendants, {"p_id": session_id})
+        return [LineageEntry(**row) for row in rows]
 
     def recent(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
-        """Newest sessions first, with the first user message's 63-character preview."""
+        """The document's recent-sessions query: newest first, a raw 63-character preview."""
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
         return self._rows(self._r.recent, params)
 
@@ -555,7 +791,7 @@ class SessionRepository:
         self,
         *,
         source: str | None = None,
-        exclude_sources: Sequence[str] = (),
+        exclude_sources: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
         include_children: bool = False,
@@ -563,52 +799,67 @@ class SessionRepository:
     ) -> list[dict[str, Any]]:
         """The old class's listing: one entry per conversation, newest start first.
 
-        Rows carry ``preview`` (first user message, one line, 60 characters
-        and ``...``) and ``last_active``; children are left out unless
-        ``include_children``; a compression root is shown as its tip (see
-        :mod:`~hermes_store.repositories.listing`) unless
+        Rows carry every column of ``sessions``, ``preview`` (first user
+        message, one line, 60 characters and ``...``) and ``last_active``;
+        children are left out unless ``include_children``; a compression
+        root is shown as its tip, with ``_lineage_root_id`` naming the root
+        (see :mod:`~hermes_store.repositories.listing`) unless
         ``project_compression_tips`` is False or children are included.
         ``limit`` and ``offset`` count the listed entries.
         """
+        source, limit, offset = _page(source, limit, offset)
+        excluded = names_arg("exclude_sources", exclude_sources) or []
+        include_children = bool_arg("include_children", include_children)
+        project = bool_arg("project_compression_tips", project_compression_tips)
         rows = _listing.page(
             self._c,
             self._layout,
             source=source,
-            exclude_sources=exclude_sources,
+            exclude_sources=excluded,
             limit=limit,
             offset=offset,
             include_children=include_children,
         )
         roots = _listing.compression_roots(rows)
-        if not project_compression_tips or include_children or not roots:
+        if not project or include_children or not roots:
             return rows
         return _listing.project(rows, _listing.tip_rows(self._c, self._layout, roots))
 
     def compression_tip(self, session_id: str) -> str:
         """The newest compression continuation of ``session_id``, else ``session_id`` itself.
 
-        Followed from session to session (at most 100 steps); an unknown id
-        is its own tip.
+        Follows children whose parent ended with ``end_reason =
+        'compression'`` and that started at or after the parent's end, to the
+        last one (at most 100 steps); an unknown id is its own tip.
         """
+        text_arg("session_id", session_id)
         return _listing.tip_ids(self._c, self._layout, [session_id]).get(session_id, session_id)
 
-    def list(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
-        """One page of sessions, newest first (``all`` gives every one, unpaged)."""
+    def page(
+        self, source: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[SessionRecord]:
+        """One page of sessions, newest first, every session listed (children included)."""
+        source, limit, offset = _page(source, limit, offset)
         params = {"p_source": source, "p_limit": limit, "p_offset": offset}
-        return self._rows(self._r.list, params)
+        return [SessionRecord(**row) for row in self._rows(self._r.list, params)]
 
-    def all(self, source: str | None) -> list[dict[str, Any]]:
+    def all(self, source: str | None = None) -> list[SessionRecord]:
         """Every session (of one source, or all), newest first, unpaged: for exports."""
-        return self._r.all.dicts(self._c, {"p_source": source})
+        text_arg("source", source, optional=True)
+        return [SessionRecord(**row) for row in self._r.all.dicts(self._c, {"p_source": source})]
 
     def count(self, source: str | None = None) -> int:
+        text_arg("source", source, optional=True)
         return int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
 
-    def token_totals_by_model(self) -> list[dict[str, Any]]:
-        return self._rows(self._r.tokens_by_model, {})
+    def token_usage_by_model(self) -> list[ModelUsage]:
+        """Token and cost totals per model, the costliest first (the document's query)."""
+        return [ModelUsage(**row) for row in self._rows(self._r.tokens_by_model, {})]
 
-    def top_by_tokens(self, limit: int = 10) -> list[dict[str, Any]]:
-        return self._rows(self._r.top_by_tokens, {"p_limit": limit})
+    def top_by_tokens(self, limit: int = 10) -> list[TopSession]:
+        """The sessions with the most input + output tokens (the document's query)."""
+        limit = int_arg("limit", limit, minimum=0)
+        return [TopSession(**row) for row in self._rows(self._r.top_by_tokens, {"p_limit": limit})]
 
     # -- plumbing --------------------------------------------------------
     def _changed(self, statement: Any, params: dict[str, Any]) -> bool:
@@ -616,3 +867,58 @@ class SessionRepository:
 
     def _rows(self, statement: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [dict(row) for row in self._c.execute(statement, params).mappings()]
+
+    @staticmethod
+    def _require(found: bool, session_id: str) -> None:
+        if not found:
+            raise SessionNotFoundError(session_id)
+
+
+def _page(source: str | None, limit: int, offset: int) -> tuple[str | None, int, int]:
+    return (
+        text_arg("source", source, optional=True),
+        int_arg("limit", limit, minimum=0),
+        int_arg("offset", offset, minimum=0),
+    )
+
+
+_RESTORED_TEXT = (
+    "source",
+    "user_id",
+    "model",
+    "system_prompt",
+    "end_reason",
+    *BILLING_LABELS,
+)
+
+
+def _restored_row(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked row of a session an export gave back (see :meth:`SessionRepository.restore`)."""
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"a session must be a dict, got {type(values).__name__}")
+    unknown = values.keys() - set(SESSION_COLUMNS)
+    if unknown:
+        raise InvalidInputError(f"unknown session fields: {', '.join(sorted(map(repr, unknown)))}")
+    row: dict[str, Any] = {name: values.get(name) for name in SESSION_COLUMNS}
+    row["id"] = text_arg("id", row["id"], non_empty=True)
+    for name in _RESTORED_TEXT:
+        row[name] = text_arg(name, row[name], optional=name != "source", non_empty=name == "source")
+    row["parent_session_id"] = text_arg(
+        "parent_session_id", row["parent_session_id"], optional=True
+    )
+    config = row["model_config"]
+    row["model_config"] = (
+        config if config is None or isinstance(config, str) else json_arg("model_config", config)
+    )
+    if isinstance(row["model_config"], str):
+        text_arg("model_config", row["model_config"])
+    row["started_at"] = number_arg("started_at", row["started_at"])
+    row["ended_at"] = number_arg("ended_at", row["ended_at"], optional=True)
+    for name in TOKEN_COUNTERS:
+        row[name] = int_arg(name, row[name] or 0, minimum=0)
+    for name in COST_FIELDS:
+        row[name] = number_arg(name, row[name], optional=True, minimum=0.0)
+    row["title"] = clean_title(row["title"])
+    row["message_count"] = 0
+    row["tool_call_count"] = 0
+    return row

@@ -12,8 +12,11 @@ engine with cold statement caches.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import NoSuchModuleError
@@ -22,7 +25,7 @@ from hermes_store.backends import create_store_engine
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.location import resolve_url, sqlite_file
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.backends.postgresql.engine import kept_connection_alive
+from hermes_store.backends.postgresql.engine import kept_connection_alive, retry_aborted
 from hermes_store.backends.sqlite.private_files import (
     ensure_private_database,
     require_existing_database,
@@ -41,6 +44,8 @@ from hermes_store.uow import forking
 from hermes_store.uow.connections import ThreadConnections
 from hermes_store.uow.failures import Failures, missing_driver
 from hermes_store.uow.unit import UnitOfWork
+
+_T = TypeVar("_T")
 
 
 @lru_cache(maxsize=16)
@@ -77,12 +82,15 @@ class Store:
         durability: Durability | str = Durability.FULL,
         migrate: bool = True,
         read_only: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         # Checked before anything is touched: a wrong value creates no file.
         self.durability = Durability.of(durability)
         if not isinstance(read_only, bool):
             raise InvalidInputError(f"read_only must be a bool, got {type(read_only).__name__}")
         self.read_only = read_only
+        self.clock = clock
+        """What "now" is for the times this store writes (a test's clock, or ``time.time``)."""
         if policy is not None and not isinstance(policy, ContentionPolicy):
             raise InvalidInputError(
                 f"policy must be a ContentionPolicy, got {type(policy).__name__}"
@@ -234,7 +242,11 @@ class Store:
     def read(self) -> UnitOfWork:
         """A unit of work that only reads: one snapshot, no write lock."""
         return UnitOfWork(
-            self._connections, write=False, layouts=self._layouts, failures=self._failures
+            self._connections,
+            write=False,
+            layouts=self._layouts,
+            failures=self._failures,
+            clock=self.clock,
         )
 
     def write(self, *, patience_s: float | None = None) -> UnitOfWork:
@@ -251,7 +263,24 @@ class Store:
             patience_s=patience_s,
             layouts=self._layouts,
             failures=self._failures,
+            clock=self.clock,
         )
+
+    def transact(self, work: Callable[[UnitOfWork], _T], *, patience_s: float | None = None) -> _T:
+        """``work(uow)`` in one write unit of work, committed; what it returns.
+
+        The way a service runs a change it wants done whatever the contention:
+        on PostgreSQL a unit the server aborted (a deadlock, a serialization
+        failure) left nothing behind and is run again whole, after a jittered
+        pause, within the patience (then StoreLockedError), as ``SessionDB``'s
+        writes are. ``work`` must therefore do nothing but its unit's work.
+        """
+
+        def once() -> _T:
+            with self.write(patience_s=patience_s) as uow:
+                return work(uow)
+
+        return retry_aborted(once, self.policy, self._failures.where)
 
     def close(self) -> None:
         """Close every idle connection, releasing the file; a later unit reconnects.

@@ -5,8 +5,8 @@ Agent code never touches an engine. It receives a :class:`UnitOfWorkFactory`
 logical operation::
 
     with store.write() as uow:
-        uow.sessions.add(...)
-        uow.messages.add(...)
+        uow.sessions.create("s1", "cli")
+        uow.messages.append("s1", "user", "hello")  # its counters move with it
     # committed here; an exception inside the block rolls everything back
 
 A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.backends.sqlite.engine`;
@@ -26,6 +26,8 @@ sees "not found" or a success for a write that did not happen.
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import NoReturn, Protocol
 
@@ -76,8 +78,10 @@ class UnitOfWork:
         patience_s: float | None = None,
         layouts: LayoutCell | None = None,
         failures: Failures,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._connections = connections
+        self._clock = clock
         self._failures = failures
         self._write = write
         self._patience_s = patience_s
@@ -120,8 +124,8 @@ class UnitOfWork:
             self._raise_named(error)
         self._connection = connection
         self.layout = layout
-        self.sessions = SessionRepository(connection, layout)
-        self.messages = MessageRepository(connection, layout)
+        self.sessions = SessionRepository(connection, layout, self._clock)
+        self.messages = MessageRepository(connection, layout, self.sessions, self._clock)
         self.search = SearchRepository(connection, layout)
         return self
 

@@ -16,7 +16,8 @@ IMMEDIATE``; PostgreSQL locks rows, so none of that applies:
 * a write unit that PostgreSQL aborts because of a deadlock (SQLSTATE
   40P01) or a serialization failure (40001) is run again from the start,
   after a random 20-150 ms pause, until the patience budget is spent -- see
-  :func:`retrying`, which wraps whole facade calls (each one is one unit);
+  :func:`retry_aborted`, which :meth:`~hermes_store.uow.store.Store.transact`
+  applies to a whole unit of work;
 * the schema upgrade holds a transaction-level advisory lock, so two
   processes opening an empty database do not both create the tables;
 * a connection a thread keeps between units is checked before each unit
@@ -26,12 +27,11 @@ IMMEDIATE``; PostgreSQL locks rows, so none of that applies:
 
 from __future__ import annotations
 
-import functools
 import random
 import select
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext
@@ -175,32 +175,21 @@ def lock_schema(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
 
-def retrying(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Run a ``SessionDB`` write method again when PostgreSQL aborted its transaction.
+def retry_aborted(run: Callable[[], _T], policy: ContentionPolicy, where: str) -> _T:
+    """``run()``, run again when PostgreSQL aborted its transaction (deadlock, serialization).
 
-    Every such method is exactly one unit of work whose arguments were checked
-    before it began, and a failed unit left the database as it was, so running
-    it again is safe. SQLite never raises these (its writers queue for the file
-    lock at ``BEGIN IMMEDIATE``): there the wrapper costs one ``try``.
+    ``run`` is exactly one unit of work whose arguments were checked before it
+    began, and a failed unit left the database as it was, so running it again
+    is safe; the retries pause 20-150 ms (jitter) and stop at the policy's
+    patience (then StoreLockedError). SQLite never raises these (its writers
+    queue for the file lock at ``BEGIN IMMEDIATE``): there this costs one ``try``.
     """
-
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> _T:
-        try:
-            return method(self, *args, **kwargs)
-        except DBAPIError as error:
-            if sqlstate(error) is None:
-                raise
-            return _retry(method, self, args, kwargs, error)
-
-    return wrapper
-
-
-def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first: DBAPIError) -> _T:
-    """The slow path of :func:`retrying`, from the first failure on."""
-    store = owner._store
-    policy = store.policy
-    where = store.url.render_as_string(hide_password=True)
+    try:
+        return run()
+    except DBAPIError as error:
+        if sqlstate(error) is None:
+            raise
+        first = error
     started = time.monotonic()
     deadline = started + policy.patience_s
     attempts = 1
@@ -215,6 +204,6 @@ def _retry(method: Callable[..., _T], owner: Any, args: Any, kwargs: Any, first:
         time.sleep(min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now))
         attempts += 1
         try:
-            return method(owner, *args, **kwargs)
+            return run()
         except DBAPIError as again:
             error = again

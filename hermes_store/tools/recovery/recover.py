@@ -36,6 +36,7 @@ from sqlalchemy.engine import Connection
 
 from hermes_store.errors import StoreError
 from hermes_store.repositories.maintenance import MaintenanceRepository
+from hermes_store.repositories.messages import insert_rows
 from hermes_store.repositories.shapes import writable_sessions
 from hermes_store.schema.layout import STANDARD
 from hermes_store.schema.models import messages_table, sessions_table
@@ -220,7 +221,7 @@ def _build(found: Salvage, path: Path, report: RecoveryReport) -> None:
             triggers = _drop_index_triggers(uow.connection)
         for batch in _chunks(messages):
             with store.write() as uow:
-                uow.messages.add_many(batch)
+                insert_rows(uow.connection, uow.layout, batch)
         with store.write() as uow:
             _rebuild_indexes(uow.connection, triggers)
             maintenance = MaintenanceRepository(uow.connection)
