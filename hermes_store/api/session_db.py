@@ -250,9 +250,21 @@ class SessionDB:
         codex_reasoning_items: Any = None,
     ) -> int:
         """Append one message and bump the session's counters; returns the message id."""
-        fields = locals()
-        del fields["self"]
-        return self._store.transact(lambda uow: uow.messages.append(**fields))
+        return self._store.transact(
+            lambda uow: uow.messages.append(
+                session_id,
+                role,
+                content,
+                tool_name,
+                tool_calls,
+                tool_call_id,
+                token_count,
+                finish_reason,
+                reasoning,
+                reasoning_details,
+                codex_reasoning_items,
+            )
+        )
 
     def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append a whole turn in one transaction: every message and its counters, or none.

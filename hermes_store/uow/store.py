@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy.engine import URL, Engine
-from sqlalchemy.exc import NoSuchModuleError
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError
 
 from hermes_store.backends import create_store_engine
 from hermes_store.backends.durability import Durability
@@ -280,7 +280,10 @@ class Store:
             with self.write(patience_s=patience_s) as uow:
                 return work(uow)
 
-        return retry_aborted(once, self.policy, self._failures.where)
+        try:  # the first attempt inline: the common case pays for no retry machinery
+            return once()
+        except DBAPIError as error:
+            return retry_aborted(once, self.policy, self._failures.where, first=error)
 
     def close(self) -> None:
         """Close every idle connection, releasing the file; a later unit reconnects.

@@ -64,9 +64,6 @@ class UnitOfWork:
     that both agree. Other backends use SQLAlchemy's transaction and events.
     """
 
-    sessions: SessionRepository
-    messages: MessageRepository
-    search: SearchRepository
     layout: Layout
     """The file's layout as this unit's transaction sees it (:mod:`hermes_store.schema.layout`)."""
 
@@ -124,10 +121,34 @@ class UnitOfWork:
             self._raise_named(error)
         self._connection = connection
         self.layout = layout
-        self.sessions = SessionRepository(connection, layout, self._clock)
-        self.messages = MessageRepository(connection, layout, self.sessions, self._clock)
-        self.search = SearchRepository(connection, layout)
+        self._sessions: SessionRepository | None = None
+        self._messages: MessageRepository | None = None
+        self._search: SearchRepository | None = None
         return self
+
+    # The repositories are made on first use: an append needs two of the three.
+    @property
+    def sessions(self) -> SessionRepository:
+        """Sessions: create, end, usage, titles, lineage, listings (see its class)."""
+        if self._sessions is None:
+            self._sessions = SessionRepository(self.connection, self.layout, self._clock)
+        return self._sessions
+
+    @property
+    def messages(self) -> MessageRepository:
+        """Messages: append with their counters, read back, clear (see its class)."""
+        if self._messages is None:
+            self._messages = MessageRepository(
+                self.connection, self.layout, self.sessions, self._clock
+            )
+        return self._messages
+
+    @property
+    def search(self) -> SearchRepository:
+        """Full-text search over the messages (see its class)."""
+        if self._search is None:
+            self._search = SearchRepository(self.connection, self.layout)
+        return self._search
 
     def _current_layout(self, connection: Connection, driver: sqlite3.Connection) -> Layout:
         """The layout of the file now, read again if another program changed its schema.

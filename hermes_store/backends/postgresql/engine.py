@@ -175,7 +175,12 @@ def lock_schema(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
 
-def retry_aborted(run: Callable[[], _T], policy: ContentionPolicy, where: str) -> _T:
+def retry_aborted(
+    run: Callable[[], _T],
+    policy: ContentionPolicy,
+    where: str,
+    first: DBAPIError | None = None,
+) -> _T:
     """``run()``, run again when PostgreSQL aborted its transaction (deadlock, serialization).
 
     ``run`` is exactly one unit of work whose arguments were checked before it
@@ -183,13 +188,15 @@ def retry_aborted(run: Callable[[], _T], policy: ContentionPolicy, where: str) -
     is safe; the retries pause 20-150 ms (jitter) and stop at the policy's
     patience (then StoreLockedError). SQLite never raises these (its writers
     queue for the file lock at ``BEGIN IMMEDIATE``): there this costs one ``try``.
+    ``first`` is the error of an attempt the caller already made.
     """
-    try:
-        return run()
-    except DBAPIError as error:
-        if sqlstate(error) is None:
-            raise
-        first = error
+    if first is None:
+        try:
+            return run()
+        except DBAPIError as error:
+            first = error
+    if sqlstate(first) is None:
+        raise first
     started = time.monotonic()
     deadline = started + policy.patience_s
     attempts = 1
