@@ -118,7 +118,7 @@ def _batch_insert(layout: Layout, rows: int, with_ids: bool) -> tuple[Prepared, 
     constants = _constants(layout)
     values = [
         {
-            **{name: bindparam(f"r{i}_{name}", type_=M.c[name].type) for name in columns},
+            **{name: bindparam(f"r{i}_{name}", type_=target.c[name].type) for name in columns},
             **constants,
         }
         for i in range(rows)

@@ -5,13 +5,20 @@ a database built by the Alembic chain and one built by the old ``sqlite3``
 code compare equal. The migrations, not ``metadata.create_all``, build real
 databases; the metadata is the reference the schema tests hold them to and the
 source of the Core tables the repositories query.
+
+The JSON columns are :class:`~hermes_store.schema.types.JSONText`: ``TEXT`` in
+the DDL, Python values for whoever reads or writes through the mapped classes.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import REAL, BigInteger, ForeignKey, Index, Integer, Text, text
 from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from hermes_store.schema.types import JSONText
 
 ZERO = text("0")
 
@@ -50,7 +57,7 @@ class Session(Base):
     source: Mapped[str] = mapped_column(Text, nullable=False)
     user_id: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
-    model_config: Mapped[str | None] = mapped_column(Text)
+    model_config: Mapped[Any | None] = mapped_column(JSONText("sessions.model_config"))
     system_prompt: Mapped[str | None] = mapped_column(Text)
     parent_session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
     started_at: Mapped[float] = mapped_column(FLOAT, nullable=False)
@@ -88,7 +95,7 @@ class Session(Base):
 
 
 class Message(Base):
-    """One message of a session; JSON fields are stored as text, as documented."""
+    """One message of a session; JSON fields are stored as text, read as Python values."""
 
     __tablename__ = "messages"
 
@@ -100,14 +107,16 @@ class Message(Base):
     role: Mapped[str] = mapped_column(Text, nullable=False)
     content: Mapped[str | None] = mapped_column(Text)
     tool_call_id: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[str | None] = mapped_column(Text)
+    tool_calls: Mapped[Any | None] = mapped_column(JSONText("messages.tool_calls"))
     tool_name: Mapped[str | None] = mapped_column(Text)
     timestamp: Mapped[float] = mapped_column(FLOAT, nullable=False)
     token_count: Mapped[int | None] = mapped_column(Integer)
     finish_reason: Mapped[str | None] = mapped_column(Text)
     reasoning: Mapped[str | None] = mapped_column(Text)
-    reasoning_details: Mapped[str | None] = mapped_column(Text)
-    codex_reasoning_items: Mapped[str | None] = mapped_column(Text)
+    reasoning_details: Mapped[Any | None] = mapped_column(JSONText("messages.reasoning_details"))
+    codex_reasoning_items: Mapped[Any | None] = mapped_column(
+        JSONText("messages.codex_reasoning_items")
+    )
 
     __table_args__ = (
         Index("idx_messages_session", "session_id", "timestamp"),
