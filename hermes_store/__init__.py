@@ -10,6 +10,7 @@ from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.errors import (
     InvalidInputError,
     ReadOnlyStoreError,
+    ReadOnlyUnitError,
     SchemaError,
     SessionBusyError,
     SessionExistsError,
@@ -32,6 +33,7 @@ __all__ = [
     "Durability",
     "InvalidInputError",
     "ReadOnlyStoreError",
+    "ReadOnlyUnitError",
     "SchemaError",
     "SessionBusyError",
     "SessionDB",

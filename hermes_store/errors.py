@@ -89,6 +89,14 @@ class ReadOnlyStoreError(StoreError):
     """A write was asked of a store opened with ``read_only=True``; nothing was written."""
 
 
+class ReadOnlyUnitError(ReadOnlyStoreError):
+    """A write was asked of a read unit of work (``store.read()``); nothing was written.
+
+    Raised by the unit's ORM session (``uow.orm``) when it would flush a
+    change: a read unit reads one snapshot and never takes the write lock.
+    """
+
+
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """A read-only open found no database at the path (reading never creates one)."""
 

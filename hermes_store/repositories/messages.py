@@ -131,7 +131,7 @@ def _batch_insert(layout: Layout, rows: int, with_ids: bool) -> tuple[Prepared, 
     constants = _constants(layout)
     values = [
         {
-            **{name: bindparam(f"r{i}_{name}", type_=M.c[name].type) for name in columns},
+            **{name: bindparam(f"r{i}_{name}", type_=target.c[name].type) for name in columns},
             **constants,
         }
         for i in range(rows)
@@ -305,6 +305,15 @@ class MessageRepository:
         text_arg("session_id", session_id)
         if not self._sessions._zero_counters(session_id):
             raise SessionNotFoundError(session_id)
+        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        self._c.execute(self._s.delete_for_session, {"p_id": session_id})
+
+    def delete_rows_of(self, session_id: str) -> None:
+        """Delete a session's message rows and nothing else: for a session being deleted.
+
+        The counters are left as they are because the session row goes next
+        (the ORM flush's rule for a deleted session, :mod:`hermes_store.uow.orm`).
+        """
         refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(self._s.delete_for_session, {"p_id": session_id})
 

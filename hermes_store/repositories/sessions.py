@@ -644,8 +644,8 @@ class SessionRepository:
     def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
         """Add to the counters in one atomic UPDATE; False if the session is unknown.
 
-        Only the messages repository calls this, for the messages it writes:
-        the counters always follow the rows.
+        Only the messages repository and a unit's ORM flush (:mod:`hermes_store.uow.orm`)
+        call this, for the messages they write: the counters always follow the rows.
         """
         params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
         return _BUMP_COUNTERS.rowcount(self._c, params) > 0

@@ -5,13 +5,25 @@ a database built by the Alembic chain and one built by the old ``sqlite3``
 code compare equal. The migrations, not ``metadata.create_all``, build real
 databases; the metadata is the reference the schema tests hold them to and the
 source of the Core tables the repositories query.
+
+They are also real ORM entities, used through a unit of work's ORM session
+(``uow.orm``, see :mod:`hermes_store.uow.orm`): JSON columns carry Python
+values (:class:`~hermes_store.schema.types.JSONText`, ``TEXT`` in the DDL),
+and the relationships below join sessions, their lineage and their messages.
+A session's messages are a write-only collection: a session of 10,000
+messages is never loaded by accident, only the page a caller selects.
 """
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from sqlalchemy import REAL, BigInteger, ForeignKey, Index, Integer, Text, text
 from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, WriteOnlyMapped, mapped_column, relationship
+
+from hermes_store.schema.types import JSONText
 
 ZERO = text("0")
 
@@ -50,10 +62,12 @@ class Session(Base):
     source: Mapped[str] = mapped_column(Text, nullable=False)
     user_id: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
-    model_config: Mapped[str | None] = mapped_column(Text)
+    model_config: Mapped[Any | None] = mapped_column(JSONText("sessions.model_config"))
     system_prompt: Mapped[str | None] = mapped_column(Text)
     parent_session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
-    started_at: Mapped[float] = mapped_column(FLOAT, nullable=False)
+    # ``default``: client-side, for ORM inserts only (no DDL default; the store's
+    # own INSERTs always give the time, from the caller's clock).
+    started_at: Mapped[float] = mapped_column(FLOAT, nullable=False, default=time.time)
     ended_at: Mapped[float | None] = mapped_column(FLOAT)
     end_reason: Mapped[str | None] = mapped_column(Text)
     message_count: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
@@ -73,6 +87,36 @@ class Session(Base):
     pricing_version: Mapped[str | None] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text)
 
+    # -- relationships (ORM only: the DDL above is all the database holds) --
+    parent: Mapped[Session | None] = relationship(
+        remote_side=[id], back_populates="children", lazy="select"
+    )
+    """The session this one was split off (a subagent, a branch, a compression continuation)."""
+    children: Mapped[list[Session]] = relationship(
+        back_populates="parent",
+        order_by=lambda: (Session.started_at, Session.id),
+        lazy="select",
+    )
+    """Sessions split off this one, oldest first; loaded when first read (one SELECT).
+
+    Deleting a session through the ORM leaves its children as roots (their
+    ``parent_session_id`` set NULL): the ORM's own rule for a one-to-many
+    without delete cascade, and the store's.
+    """
+    messages: WriteOnlyMapped[Message] = relationship(
+        back_populates="session",
+        order_by=lambda: (Message.timestamp, Message.id),
+        passive_deletes="all",
+    )
+    """The session's messages in (timestamp, id) order, never loaded as a whole.
+
+    ``session.messages.select()`` is the statement for them (add ``.limit()``
+    and ``.offset()`` for a page); ``session.messages.add(message)`` adds one.
+    ``passive_deletes="all"``: deleting the session neither loads nor
+    nullifies them -- the unit's ORM session deletes them with one statement
+    first (see :mod:`hermes_store.uow.orm`), as ``SessionDB.delete_session``.
+    """
+
     __table_args__ = (
         Index("idx_sessions_source", "source"),
         Index("idx_sessions_parent", "parent_session_id"),
@@ -88,7 +132,7 @@ class Session(Base):
 
 
 class Message(Base):
-    """One message of a session; JSON fields are stored as text, as documented."""
+    """One message of a session; JSON fields are stored as text, read as Python values."""
 
     __tablename__ = "messages"
 
@@ -96,18 +140,29 @@ class Message(Base):
     # mapping says NOT NULL (batched INSERT ... RETURNING relies on it) although
     # SQLite's table_info reports notnull=0 for it.
     id: Mapped[int] = mapped_column(MESSAGE_ID, primary_key=True)
-    session_id: Mapped[str] = mapped_column(Text, ForeignKey("sessions.id"), nullable=False)
+    # ``active_history``: the value before a change is loaded if need be, so a
+    # flush that moves a message knows which session's counters it leaves.
+    session_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("sessions.id"), nullable=False, active_history=True
+    )
     role: Mapped[str] = mapped_column(Text, nullable=False)
     content: Mapped[str | None] = mapped_column(Text)
     tool_call_id: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[str | None] = mapped_column(Text)
+    tool_calls: Mapped[Any | None] = mapped_column(
+        JSONText("messages.tool_calls"), active_history=True
+    )
     tool_name: Mapped[str | None] = mapped_column(Text)
-    timestamp: Mapped[float] = mapped_column(FLOAT, nullable=False)
+    timestamp: Mapped[float] = mapped_column(FLOAT, nullable=False, default=time.time)
     token_count: Mapped[int | None] = mapped_column(Integer)
     finish_reason: Mapped[str | None] = mapped_column(Text)
     reasoning: Mapped[str | None] = mapped_column(Text)
-    reasoning_details: Mapped[str | None] = mapped_column(Text)
-    codex_reasoning_items: Mapped[str | None] = mapped_column(Text)
+    reasoning_details: Mapped[Any | None] = mapped_column(JSONText("messages.reasoning_details"))
+    codex_reasoning_items: Mapped[Any | None] = mapped_column(
+        JSONText("messages.codex_reasoning_items")
+    )
+
+    session: Mapped[Session] = relationship(back_populates="messages", lazy="select")
+    """The message's session (from the identity map when it is loaded, else one SELECT)."""
 
     __table_args__ = (
         Index("idx_messages_session", "session_id", "timestamp"),

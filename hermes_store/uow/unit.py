@@ -21,10 +21,16 @@ Whatever meets a damaged page inside a unit -- its begin, any statement, its
 commit -- leaves it as :class:`~hermes_store.errors.StoreCorruptError`, after
 the rollback: the one place every operation goes through, so no caller ever
 sees "not found" or a success for a write that did not happen.
+
+A unit also offers an ORM session, ``uow.orm`` (:mod:`hermes_store.uow.orm`),
+made on first use on the unit's connection and inside its transaction; its
+pending changes are flushed when the unit commits. A unit that never asks
+for it pays one attribute test at its end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -37,6 +43,7 @@ from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.postgresql.engine import set_unit_patience
 from hermes_store.backends.prepared import driver_error
 from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
+from hermes_store.errors import StoreError
 from hermes_store.repositories import (
     MessageRepository,
     SearchRepository,
@@ -51,6 +58,7 @@ from hermes_store.schema.layout import (
 from hermes_store.schema.state import read_schema_state
 from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
+from hermes_store.uow.orm import UnitSession, open_unit_session
 
 _UNSET = object()
 
@@ -88,6 +96,7 @@ class UnitOfWork:
         self._rules: SqliteRules | None = None
         self._driver: sqlite3.Connection | None = None
         self._transaction: RootTransaction | None = None
+        self._orm: UnitSession | None = None
 
     @property
     def connection(self) -> Connection:
@@ -95,6 +104,46 @@ class UnitOfWork:
         if self._connection is None:
             raise RuntimeError("the unit of work is not open; use it in a with-block")
         return self._connection
+
+    @property
+    def orm(self) -> UnitSession:
+        """The unit's ORM session: entities on this connection, in this transaction.
+
+        Made on first use and kept for the unit (see :mod:`hermes_store.uow.orm`
+        for its rules): ``uow.orm.commit()`` only flushes -- the unit commits,
+        once, when its block ends, after flushing what is still pending; an
+        exception rolls everything back. In a read unit it reads and refuses
+        to write (:class:`~hermes_store.errors.ReadOnlyUnitError`); on a file
+        of the agent's own schema versions it writes nothing
+        (:class:`~hermes_store.errors.SchemaError`).
+
+        On SQLite the unit began its transaction on the driver, which
+        SQLAlchemy's Connection does not know about: ``connection.begin()``
+        makes it aware (the ``begin`` event finds the driver inside a
+        transaction and sends nothing), so the session joins the unit's
+        transaction instead of beginning, and committing, one of its own.
+        """
+        if self._orm is None:
+            connection = self.connection
+            if not connection.in_transaction():
+                if self._driver is None:
+                    self._begin_through_sqlalchemy(connection)  # after an explicit commit
+                else:
+                    if not self._driver.in_transaction and self._rules is not None:
+                        # After an explicit commit: the unit's own rules begin the next one.
+                        self._rules.begin(
+                            self._driver, write=self._write, patience_s=self._patience_s
+                        )
+                    connection.begin()
+            self._orm = open_unit_session(
+                connection,
+                write=self._write,
+                layout=self.layout,
+                where=self._failures.where,
+                sessions=self.sessions,
+                messages=self.messages,
+            )
+        return self._orm
 
     def __enter__(self) -> UnitOfWork:
         try:
@@ -232,7 +281,20 @@ class UnitOfWork:
         transaction is open on it -- the unit's own, or one SQLAlchemy began
         for statements run after an explicit commit -- is committed, so the
         kept connection never leaves a unit still inside a transaction.
+
+        The ORM session's pending changes are flushed first, and the session
+        ends with the commit (its entities stay usable, detached; ``uow.orm``
+        after an explicit commit is a new session in the next transaction).
         """
+        orm = self._orm
+        if orm is not None:  # a unit that never asked for it pays this test only
+            self._flush_orm(orm)
+            self._orm = None
+            try:
+                self.commit()
+            finally:
+                _close_quietly(orm)
+            return
         if self._driver is None:
             if self._transaction is not None and self._transaction.is_active:
                 self._transaction.commit()
@@ -251,8 +313,17 @@ class UnitOfWork:
         """Roll back what is open, at both levels; a no-op when nothing is.
 
         A closed connection (``Store.close`` while an export was being read)
-        holds nothing to roll back: its transaction ended with it.
+        holds nothing to roll back: its transaction ended with it. The ORM
+        session ends with the rollback; its entities are detached.
         """
+        orm = self._orm
+        if orm is not None:
+            self._orm = None
+            try:
+                self.rollback()
+            finally:
+                _close_quietly(orm)
+            return
         if self._connection is None or self._connection.closed:
             return
         if self._driver is None:
@@ -268,12 +339,39 @@ class UnitOfWork:
         if self._driver.in_transaction:
             self._driver_end("ROLLBACK")
 
+    def _flush_orm(self, orm: UnitSession) -> None:
+        """Flush what the ORM session holds and release its SAVEPOINT; the unit commits.
+
+        A session whose flush failed earlier in the unit, and which nobody
+        rolled back, is refused rather than committed around: the caller
+        swallowed that error, and the unit's work may be half of what was meant.
+        """
+        transaction = orm.get_transaction()
+        if transaction is not None and not transaction.is_active:
+            raise StoreError(
+                "uow.orm failed to flush earlier in this unit of work and was not rolled back "
+                "(uow.orm.rollback()); the unit of work was rolled back: nothing of it was "
+                "committed"
+            )
+        orm.commit()
+
     def _driver_end(self, statement: str) -> None:
         assert self._driver is not None
         try:
             self._driver.execute(statement)
         except sqlite3.Error as error:
             raise driver_error(self.connection.dialect, statement, (), error) from error
+
+
+def _close_quietly(orm: UnitSession) -> None:
+    """End an ORM session whose transaction the unit committed or rolled back.
+
+    Only references are dropped (its entities are detached, not expired):
+    there is nothing left for it to send. A failure here cannot change the
+    unit's outcome, which is what the caller hears.
+    """
+    with contextlib.suppress(Exception):
+        orm.close()
 
 
 class UnitOfWorkFactory(Protocol):

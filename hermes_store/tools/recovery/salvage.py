@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, Table, Text
 
+from hermes_store.repositories.shapes import storage_type
 from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.tools.recovery.pages import (
     TABLE_LEAF,
@@ -110,9 +111,10 @@ class _Shape:
             if column is None:
                 self.kinds.append((name, None, False))
                 continue
-            if isinstance(column.type, Text):
+            stored = storage_type(column.type)  # a JSON column is TEXT in the file
+            if isinstance(stored, Text):
                 kind = "text"
-            elif isinstance(column.type, Integer | Float):
+            elif isinstance(stored, Integer | Float):
                 kind = "number"
             else:
                 kind = None
