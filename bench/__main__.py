@@ -30,6 +30,7 @@ from typing import Any
 from . import workloads as W
 from .corpus import SEARCH_QUERIES
 from .impls import IMPLS
+from .stats import paired_spread
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_ROOT = Path(__file__).resolve().parent / ".work"
@@ -121,21 +122,6 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
             e.get("identical_output", True) for n in samples for e in extras[n]
         )
     return result
-
-
-def paired_spread(store: list[float], plain: list[float]) -> tuple[float, float] | None:
-    """The middle half (25th-75th percentile) of the per-repetition ratios store/plain.
-
-    Each repetition runs both sides back to back, so its ratio cancels most
-    of a shared machine's drift; the spread of those ratios says how far the
-    verdict can be trusted. A target inside it is marked ``~``: the verdict
-    would flip on another run. None with fewer than two repetitions.
-    """
-    ratios = [s / p for s, p in zip(store, plain, strict=True)]
-    if len(ratios) < 2:
-        return None
-    low, _median, high = statistics.quantiles(ratios, n=4, method="inclusive")
-    return low, high
 
 
 def cross_check(ctx: W.Context) -> list[str]:
