@@ -17,6 +17,8 @@ import pytest
 
 from bench.field_corpus import RARE_COUNT, RARE_WORD, FieldSpec, build, make_template, verify
 from bench.field_plan import plan_sessions
+from bench.field_rows import Row
+from bench.field_search import agreement
 
 TINY = FieldSpec(messages=600, sessions=40, seed=7)
 
@@ -97,3 +99,20 @@ def test_the_plan_keeps_the_lineage_rules_of_the_old_class() -> None:
             )
     numbered = [p for p in continuations if p.title]
     assert all(" #" in (p.title or "") for p in numbered)
+
+
+def test_a_row_judges_its_statistic_and_marks_a_target_between_median_and_p95() -> None:
+    search = Row("search", "q", "-", 0.050, "p95", store_s=[0.01] * 6 + [0.09], plain_s=[0.02] * 7)
+    assert search.verdict == "MISS~"  # median 10 ms passes, the slowest (the p95) does not
+    listing = Row("listing", "l", "", 0.005, "median", store_s=[0.004] * 6 + [0.009])
+    listing.plain_s = [0.004] * 7
+    assert listing.verdict == "PASS~"
+    clear = Row("listing", "l", "", 0.005, "median", store_s=[0.001] * 3, plain_s=[0.002] * 3)
+    assert clear.verdict == "PASS"
+    assert clear.ratio == pytest.approx(0.5)
+
+
+def test_agreement_says_whether_both_sides_returned_the_same_thing() -> None:
+    assert agreement([1, 2, 3], [1, 2, 3]) == "same"
+    assert agreement([1, 2, 3], [3, 2, 1]) == "same set"
+    assert agreement([1, 2, 3], [1, 4, 5]) == "1/3 in common"
