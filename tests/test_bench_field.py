@@ -17,6 +17,7 @@ import pytest
 
 from bench.field_corpus import RARE_COUNT, RARE_WORD, FieldSpec, build, make_template, verify
 from bench.field_plan import plan_sessions
+from bench.field_prune import cutoff_days
 from bench.field_rows import Row
 from bench.field_search import agreement
 
@@ -99,6 +100,11 @@ def test_the_plan_keeps_the_lineage_rules_of_the_old_class() -> None:
             )
     numbered = [p for p in continuations if p.title]
     assert all(" #" in (p.title or "") for p in numbered)
+
+
+def test_the_prune_cutoff_selects_exactly_the_asked_number(tiny: Path) -> None:
+    _days, selected = cutoff_days(tiny, 30)
+    assert selected == 30
 
 
 def test_a_row_judges_its_statistic_and_marks_a_target_between_median_and_p95() -> None:
