@@ -233,6 +233,11 @@ def versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if "--field" in args_in:  # the field-size benchmark of issue #19 has its own options
+        from .field import main as field_main
+
+        return field_main([a for a in args_in if a != "--field"])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, < 1 min")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -241,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the export memory probes")
     parser.add_argument("--keep", action="store_true", help="keep bench/.work/ for inspection")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--field", action="store_true", help="the field-size benchmark: see bench.field"
+    )
+    args = parser.parse_args(args_in)
     sizes = W.QUICK if args.quick else W.DEFAULT
     only = set(args.only.split(",")) if args.only else None
     if only and not only <= set(keys()):
