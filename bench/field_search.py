@@ -72,13 +72,12 @@ def listing_targets(path: Path) -> dict[str, Any]:
             "SELECT substr(title, 1, instr(title, ' #') - 1) AS base FROM sessions "
             "WHERE title LIKE '% #%' GROUP BY base ORDER BY COUNT(*) DESC, base LIMIT 1"
         )
-        single = one(
-            "SELECT title FROM sessions WHERE title IS NOT NULL AND title NOT LIKE '% #%' "
-            "AND title NOT LIKE 'Cron:%' AND parent_session_id IS NULL "
-            "AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.title LIKE sessions.title || ' #%') "
-            "ORDER BY started_at LIMIT 1 OFFSET ?",
-            sessions // 3,
-        )
+        titles = [
+            title
+            for (title,) in connection.execute(
+                "SELECT title FROM sessions WHERE title IS NOT NULL ORDER BY started_at"
+            )
+        ]
         parents = dict(connection.execute("SELECT id, parent_session_id FROM sessions"))
     finally:
         connection.close()
@@ -95,6 +94,10 @@ def listing_targets(path: Path) -> dict[str, Any]:
             depth[item] = base + offset
         return depth[session_id]
 
+    # A title with no lineage of its own, a third of the way through time.
+    bases = {title.split(" #")[0] for title in titles if " #" in title}
+    singles = [t for t in titles if " #" not in t and t not in bases and not t.startswith("Cron:")]
+    single = singles[len(singles) // 3]
     tip = max(parents, key=lambda s: (depth_of(s), s))
     root = tip
     while parents.get(root) is not None:
