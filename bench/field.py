@@ -132,6 +132,8 @@ def print_prune(results: list[dict[str, Any]], optimize: list[dict[str, Any]]) -
             verdict = "yardstick"
         else:
             verdict = "PASS" if wait is not None and wait <= r["target_s"] else "MISS"
+        if r.get("longest_wait_began_s") is not None:
+            verdict += f"  (that append began {r['longest_wait_began_s']:.1f}s into the prune)"
         if r["appender_error_count"]:
             verdict += f"  appender errors {r['appender_error_count']}: {r['appender_errors'][0]}"
         print(

@@ -153,14 +153,18 @@ def prune_while_appending(
         appender.wait(timeout=120)
     samples = report["samples"]
     before = [d for s, d in samples if s + d < started]
-    during = [d for s, d in samples if s < ended and s + d > started]
+    overlapping = [(s, d) for s, d in samples if s < ended and s + d > started]
+    during = [d for _s, d in overlapping]
+    longest = max(overlapping, key=lambda sample: sample[1], default=None)
     after = [d for s, d in samples if s >= ended]
     return {
         "impl": impl,
         "pruned": pruned,
         "prune_s": ended - started,
         "appends_during": len(during),
-        "longest_wait_s": max(during) if during else None,
+        "longest_wait_s": longest[1] if longest else None,
+        # When the longest append began, counted from the prune's start.
+        "longest_wait_began_s": longest[0] - started if longest else None,
         "append_median_before_s": statistics.median(before) if before else None,
         "longest_append_after_s": max(after) if after else None,
         "appends_after": len(after),
