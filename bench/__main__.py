@@ -30,6 +30,7 @@ from typing import Any
 from . import workloads as W
 from .corpus import SEARCH_QUERIES
 from .impls import IMPLS
+from .stats import paired_spread
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_ROOT = Path(__file__).resolve().parent / ".work"
@@ -121,21 +122,6 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
             e.get("identical_output", True) for n in samples for e in extras[n]
         )
     return result
-
-
-def paired_spread(store: list[float], plain: list[float]) -> tuple[float, float] | None:
-    """The middle half (25th-75th percentile) of the per-repetition ratios store/plain.
-
-    Each repetition runs both sides back to back, so its ratio cancels most
-    of a shared machine's drift; the spread of those ratios says how far the
-    verdict can be trusted. A target inside it is marked ``~``: the verdict
-    would flip on another run. None with fewer than two repetitions.
-    """
-    ratios = [s / p for s, p in zip(store, plain, strict=True)]
-    if len(ratios) < 2:
-        return None
-    low, _median, high = statistics.quantiles(ratios, n=4, method="inclusive")
-    return low, high
 
 
 def cross_check(ctx: W.Context) -> list[str]:
@@ -247,6 +233,11 @@ def versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if "--field" in args_in:  # the field-size benchmark of issue #19 has its own options
+        from .field import main as field_main
+
+        return field_main([a for a in args_in if a != "--field"])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, < 1 min")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -255,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the export memory probes")
     parser.add_argument("--keep", action="store_true", help="keep bench/.work/ for inspection")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--field", action="store_true", help="the field-size benchmark: see bench.field"
+    )
+    args = parser.parse_args(args_in)
     sizes = W.QUICK if args.quick else W.DEFAULT
     only = set(args.only.split(",")) if args.only else None
     if only and not only <= set(keys()):

@@ -1,4 +1,4 @@
-"""The benchmark's own arithmetic: the spread behind a verdict and the lock-relay breakdown.
+"""The benchmark's own arithmetic: spread and p95 behind a verdict, the lock-relay breakdown.
 
 Both turn raw timings into the figures a closing note quotes, so they are
 checked on made-up timings whose answers are known.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bench.__main__ import paired_spread
+from bench.stats import percentile
 from bench.writer import relay
 
 
@@ -32,6 +33,16 @@ def test_spread_needs_two_repetitions_and_equal_lengths() -> None:
     assert paired_spread([1.0], [1.0]) is None
     with pytest.raises(ValueError):
         paired_spread([1.0, 2.0], [1.0])
+
+
+def test_percentile_is_the_nearest_rank_never_an_interpolation() -> None:
+    assert percentile([3.0, 1.0, 2.0, 7.0, 5.0, 4.0, 6.0], 95) == 7.0  # 7 samples: the slowest
+    assert percentile([float(n) for n in range(1, 21)], 95) == 19.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+    with pytest.raises(ValueError):
+        percentile([], 95)
+    with pytest.raises(ValueError):
+        percentile([1.0], 0)
 
 
 def _report(*spans: tuple[float, float]) -> dict[str, object]:
