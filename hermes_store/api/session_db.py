@@ -277,7 +277,7 @@ class SessionDB:
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Every message of the session in order, JSON fields decoded."""
         with self._store.read() as uow:
-            return [message.as_dict() for message in uow.messages.for_session(session_id)]
+            return uow.messages.for_session_as_dicts(session_id)
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """The session as OpenAI-format messages, for replaying it to a model."""
