@@ -428,7 +428,7 @@ def stats(
 ) -> None:
     """Token totals and cost by model, and the sessions that used the most tokens."""
     with _reader(_target(db, url, patience)) as sdb:
-        result = {
+        result: dict[str, Any] = {
             "sessions": sdb.session_count(),
             "messages": sdb.message_count(),
             "by_model": sdb.token_usage_by_model(),
@@ -1104,7 +1104,9 @@ class _PipeAwareStdout:
 
 def main() -> None:
     """Console script ``hermes-store``."""
-    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment]
+    # Not a TextIO: it hands what it does not override to the real stream. Older
+    # typeshed types sys.stdout as a plain TextIO (an error there, unused here).
+    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment, unused-ignore]
     try:
         app()
     except (CliError, StoreError) as error:
@@ -1113,7 +1115,8 @@ def main() -> None:
         fail(_database_message(error))
     except (_ReaderLeft, BrokenPipeError):
         # The rest of the output goes nowhere, including Python's flush at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        if sys.__stdout__ is not None:  # None only without a console (pythonw)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
         sys.exit(141)
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""

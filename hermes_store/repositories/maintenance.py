@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -173,10 +173,11 @@ class MaintenanceRepository:
         process cannot load is left out (see :meth:`unchecked_fts`).
         """
         if not self._sqlite:
-            state = dict(self._c.execute(_PG_INDEX_STATE).all())
+            state: dict[str, bool] = dict(self._c.execute(_PG_INDEX_STATE).all())
             bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
             return {name: "missing or invalid" for name in bad}
-        return check_fts_indexes(self._c.connection.driver_connection, self._layout)
+        driver = cast(sqlite3.Connection, self._c.connection.driver_connection)
+        return check_fts_indexes(driver, self._layout)
 
     def unchecked_fts(self) -> dict[str, str]:
         """Indexes the file has that this process cannot check, and why."""

@@ -111,6 +111,7 @@ def _match_statement(
         where, order = f"{index} MATCH :p_query", "rank"
         snippet = f"snippet({index}, 0, '>>>', '<<<', '...', 40)"
     else:
+        assert like_sql is not None, "a substring scan needs its LIKE condition"
         source, where, order, snippet = "messages m", like_sql, "m.id DESC", "m.content"
     sql = f"""
         SELECT {columns.format(snippet=snippet)}
