@@ -497,9 +497,10 @@ def export(
         raise typer.BadParameter(
             "filters an export of all sessions; not with an ID", param_hint="--source"
         )
-    to_stdout = output is None or str(output) == "-"
-    if not to_stdout and not output.parent.is_dir():  # type: ignore[union-attr]
-        raise CliError(f"no such directory: {output.parent}")  # type: ignore[union-attr]
+    target = None if output is None or str(output) == "-" else output  # None: stdout
+    to_stdout = target is None
+    if target is not None and not target.parent.is_dir():
+        raise CliError(f"no such directory: {target.parent}")
     with _reader(_target(db, url, patience)) as sdb:
         if session_id is not None:
             record = sdb.export_session(session_id)
@@ -510,7 +511,7 @@ def export(
         else:
             total = sdb.session_count(source)
             records = sdb.iter_export(source)
-        writer = _stdout_writer() if to_stdout else _private_output(output)  # type: ignore[arg-type]
+        writer = _stdout_writer() if target is None else _private_output(target)
         # The export's read unit ends here, before the store closes, however the loop ends.
         with writer as handle, _progress() as progress, _closing_iterator(records):
             task = progress.add_task("exporting", total=total)

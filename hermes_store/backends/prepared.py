@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import Executable, literal_column
+from sqlalchemy import Executable, Insert, Integer, literal_column
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -107,7 +107,10 @@ class Prepared:
         row (``RETURNING id`` on PostgreSQL).
         """
         if connection.dialect.name != "sqlite":
-            returning = self.statement.returning(literal_column("id"))  # type: ignore[attr-defined]
+            statement = self.statement
+            if not isinstance(statement, Insert):
+                raise TypeError("inserted_id needs an INSERT statement")
+            returning = statement.returning(literal_column("id", Integer))
             return int(connection.execute(returning, dict(params)).scalar_one())
         rowid = self._run_sqlite(connection, params).lastrowid
         assert rowid is not None  # set by every INSERT run on the cursor
