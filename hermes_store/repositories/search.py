@@ -170,6 +170,9 @@ class SearchRepository:
     ) -> list[dict[str, Any]]:
         """Matches best first; raises the driver's error on a query the engine rejects.
 
+        Each match: ``id, session_id, role, snippet, timestamp, tool_name,
+        source, model, session_started`` (no context: see :meth:`context`).
+
         ``index`` is the FTS5 table (unicode61 by default, or the trigram one);
         ``index=None`` with ``like_sql``/``like_params`` runs a substring scan,
         whose ``snippet`` column then holds the whole content. On PostgreSQL
