@@ -428,7 +428,7 @@ def stats(
 ) -> None:
     """Token totals and cost by model, and the sessions that used the most tokens."""
     with _reader(_target(db, url, patience)) as sdb:
-        result = {
+        result: dict[str, Any] = {
             "sessions": sdb.session_count(),
             "messages": sdb.message_count(),
             "by_model": sdb.token_usage_by_model(),
@@ -497,9 +497,10 @@ def export(
         raise typer.BadParameter(
             "filters an export of all sessions; not with an ID", param_hint="--source"
         )
-    to_stdout = output is None or str(output) == "-"
-    if not to_stdout and not output.parent.is_dir():  # type: ignore[union-attr]
-        raise CliError(f"no such directory: {output.parent}")  # type: ignore[union-attr]
+    target = None if output is None or str(output) == "-" else output  # None: stdout
+    to_stdout = target is None
+    if target is not None and not target.parent.is_dir():
+        raise CliError(f"no such directory: {target.parent}")
     with _reader(_target(db, url, patience)) as sdb:
         if session_id is not None:
             record = sdb.export_session(session_id)
@@ -510,7 +511,7 @@ def export(
         else:
             total = sdb.session_count(source)
             records = sdb.iter_export(source)
-        writer = _stdout_writer() if to_stdout else _private_output(output)  # type: ignore[arg-type]
+        writer = _stdout_writer() if target is None else _private_output(target)
         # The export's read unit ends here, before the store closes, however the loop ends.
         with writer as handle, _progress() as progress, _closing_iterator(records):
             task = progress.add_task("exporting", total=total)
@@ -1104,7 +1105,9 @@ class _PipeAwareStdout:
 
 def main() -> None:
     """Console script ``hermes-store``."""
-    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment]
+    # Not a TextIO: it hands what it does not override to the real stream. Older
+    # typeshed types sys.stdout as a plain TextIO (an error there, unused here).
+    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment, unused-ignore]
     try:
         app()
     except (CliError, StoreError) as error:
@@ -1113,7 +1116,8 @@ def main() -> None:
         fail(_database_message(error))
     except (_ReaderLeft, BrokenPipeError):
         # The rest of the output goes nowhere, including Python's flush at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        if sys.__stdout__ is not None:  # None only without a console (pythonw)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
         sys.exit(141)
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""

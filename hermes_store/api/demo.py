@@ -37,6 +37,7 @@ def run(db: SessionDB) -> int:
     db.end_session(child, "user_exit")
 
     session = db.get_session(root)
+    assert session is not None  # created above
     where = db.db_path or db.store.url.render_as_string(hide_password=True)
     print(f"store:    {where}")
     print(

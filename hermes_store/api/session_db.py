@@ -280,7 +280,13 @@ class SessionDB:
             return uow.messages.for_session_as_dicts(session_id)
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
-        """The session as OpenAI-format messages, for replaying it to a model."""
+        """The session as OpenAI-format messages, for replaying it to a model.
+
+        Each has ``role`` and ``content``; ``tool_call_id``, ``tool_name`` and
+        ``tool_calls`` (decoded) where present; ``reasoning``,
+        ``reasoning_details`` and ``codex_reasoning_items`` on assistant turns
+        that have them.
+        """
         with self._store.read() as uow:
             return uow.messages.conversation(session_id)
 
@@ -317,7 +323,9 @@ class SessionDB:
         else. ``source_filter=[]`` allows no source and finds nothing, as in
         the old class; an empty ``exclude_sources`` or ``role_filter`` is no
         filter. Each hit: ``id, session_id, role, snippet, timestamp,
-        tool_name, source, model, session_started, context``.
+        tool_name, source, model, session_started, context``; ``context`` is
+        the previous message, the match and the next one, each ``{role,
+        content}`` cut to 200 characters.
         """
         with self._store.read() as uow:
             hits = uow.search.search(
@@ -442,7 +450,7 @@ class SessionDB:
                 yield {**session.as_dict(), "messages": [m.as_dict() for m in messages]}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
-        """Delete ended sessions older than N days; their children are orphaned, not deleted."""
+        """Delete ended sessions older than N days; how many went. Their children become roots."""
         return self._store.transact(lambda uow: uow.sessions.prune(older_than_days, source))
 
     def delete_session(self, session_id: str) -> bool:

@@ -20,14 +20,16 @@ SQLAlchemy's exception classes either way, so callers catch one family.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Executable, literal_column
+from sqlalchemy import Executable, Insert, Integer, literal_column
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
 
@@ -105,9 +107,14 @@ class Prepared:
         row (``RETURNING id`` on PostgreSQL).
         """
         if connection.dialect.name != "sqlite":
-            returning = self.statement.returning(literal_column("id"))  # type: ignore[attr-defined]
+            statement = self.statement
+            if not isinstance(statement, Insert):
+                raise TypeError("inserted_id needs an INSERT statement")
+            returning = statement.returning(literal_column("id", Integer))
             return int(connection.execute(returning, dict(params)).scalar_one())
-        return int(self._run_sqlite(connection, params).lastrowid)
+        rowid = self._run_sqlite(connection, params).lastrowid
+        assert rowid is not None  # set by every INSERT run on the cursor
+        return rowid
 
     def last_rowid(self, connection: Connection, values: Sequence[Any]) -> int:
         """SQLite only: run an INSERT given its values in ``order``; the last row's id.
@@ -118,22 +125,26 @@ class Prepared:
         if connection.dialect.name != "sqlite" or self._order is None:
             raise TypeError("last_rowid needs SQLite and a statement prepared with an order")
         form = self._sqlite or self._compile_sqlite(connection.dialect)
-        return int(self._execute_sqlite(connection, form, values).lastrowid)
+        rowid = self._execute_sqlite(connection, form, values).lastrowid
+        assert rowid is not None  # set by every INSERT run on the cursor
+        return rowid
 
     # -- SQLite ----------------------------------------------------------
-    def _run_sqlite(self, connection: Connection, params: Mapping[str, Any]) -> Any:
+    def _run_sqlite(self, connection: Connection, params: Mapping[str, Any]) -> sqlite3.Cursor:
         form = self._sqlite or self._compile_sqlite(connection.dialect)
         if form.fixed:
             params = {**form.fixed, **params}
         return self._execute_sqlite(connection, form, form.values(params))
 
     @staticmethod
-    def _execute_sqlite(connection: Connection, form: _SqliteForm, values: Sequence[Any]) -> Any:
+    def _execute_sqlite(
+        connection: Connection, form: _SqliteForm, values: Sequence[Any]
+    ) -> sqlite3.Cursor:
         if form.processors:
             values = list(values)
             for position, process in form.processors:
                 values[position] = process(values[position])
-        dbapi_connection = connection.connection.driver_connection
+        dbapi_connection = cast(sqlite3.Connection, connection.connection.driver_connection)
         try:
             return dbapi_connection.execute(form.sql, values)
         except connection.dialect.loaded_dbapi.Error as error:
@@ -143,6 +154,7 @@ class Prepared:
         statement = self.statement
         assert isinstance(statement, ClauseElement)
         compiled = statement.compile(dialect=dialect, column_keys=self._column_keys)
+        assert isinstance(compiled, SQLCompiler)
         if not compiled.positional or compiled.positiontup is None:
             raise TypeError(f"SQLite compiles positionally, not as {dialect.paramstyle}")
         names = tuple(compiled.positiontup)
@@ -171,7 +183,9 @@ def driver_error(
     Invalidation and the rest of SQLAlchemy's error handling are not needed for
     a file database; callers only need the one family of exception classes.
     """
-    return DBAPIError.instance(statement, params, error, dialect.loaded_dbapi.Error)
+    wrapped = DBAPIError.instance(statement, params, error, dialect.loaded_dbapi.Error)
+    assert isinstance(wrapped, DBAPIError)  # what ``instance`` makes of a driver's error
+    return wrapped
 
 
 def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:

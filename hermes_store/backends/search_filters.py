@@ -7,14 +7,16 @@ one place and both dialects' statement builders splice them in.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import bindparam
 from sqlalchemy.sql.elements import BindParameter
 
 
-def filter_sql(sources: bool, excluded: bool, roles: bool) -> tuple[str, list[BindParameter]]:
+def filter_sql(sources: bool, excluded: bool, roles: bool) -> tuple[str, list[BindParameter[Any]]]:
     """(``AND ...`` conditions on ``s.source``/``m.role``, their expanding parameters)."""
-    conditions = []
-    expanding = []
+    conditions: list[str] = []
+    expanding: list[BindParameter[Any]] = []
     if sources:
         conditions.append("AND s.source IN :p_sources")
         expanding.append(bindparam("p_sources", expanding=True))

@@ -10,12 +10,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from hermes_store.errors import InvalidInputError
 
 
-def text_arg(name: str, value: Any, *, optional: bool = False, non_empty: bool = False) -> Any:
+@overload
+def text_arg(
+    name: str, value: Any, *, optional: Literal[False] = False, non_empty: bool = False
+) -> str: ...
+@overload
+def text_arg(name: str, value: Any, *, optional: bool, non_empty: bool = False) -> str | None: ...
+def text_arg(
+    name: str, value: Any, *, optional: bool = False, non_empty: bool = False
+) -> str | None:
     """``value`` if it is a str storable as UTF-8 (or None when ``optional``)."""
     if value is None:
         if optional:
@@ -41,7 +49,15 @@ INT64_MAX = 2**63 - 1
 """SQLite's integers (and PostgreSQL's BIGINT, which LIMIT and OFFSET take) are 64-bit."""
 
 
-def int_arg(name: str, value: Any, *, optional: bool = False, minimum: int | None = None) -> Any:
+@overload
+def int_arg(
+    name: str, value: Any, *, optional: Literal[False] = False, minimum: int | None = None
+) -> int: ...
+@overload
+def int_arg(name: str, value: Any, *, optional: bool, minimum: int | None = None) -> int | None: ...
+def int_arg(
+    name: str, value: Any, *, optional: bool = False, minimum: int | None = None
+) -> int | None:
     """``value`` if it is an int the database can hold (bool is refused: True is not a count)."""
     if value is None and optional:
         return None
@@ -54,9 +70,17 @@ def int_arg(name: str, value: Any, *, optional: bool = False, minimum: int | Non
     return value
 
 
+@overload
+def number_arg(
+    name: str, value: Any, *, optional: Literal[False] = False, minimum: float | None = None
+) -> float: ...
+@overload
+def number_arg(
+    name: str, value: Any, *, optional: bool, minimum: float | None = None
+) -> float | None: ...
 def number_arg(
     name: str, value: Any, *, optional: bool = False, minimum: float | None = None
-) -> Any:
+) -> float | None:
     """``value`` as a finite float (an int too large for a float is refused, not an overflow)."""
     if value is None and optional:
         return None
@@ -65,7 +89,7 @@ def number_arg(
     try:
         number = float(value)
     except OverflowError:
-        magnitude = int(value.bit_length() * math.log10(2))
+        magnitude = int(int(value).bit_length() * math.log10(2))  # only an int overflows
         raise InvalidInputError(
             f"{name} is too large for a float (about 10**{magnitude})"
         ) from None

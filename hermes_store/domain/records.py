@@ -29,11 +29,12 @@ class Record:
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        names = cls.__dict__.get("_names")
+        """The record's field names in order (kept on the class after the first call)."""
+        names: tuple[str, ...] | None = cls.__dict__.get("_names")
         if names is None:
-            names = tuple(field.name for field in fields(cls))  # type: ignore[arg-type]
+            names = tuple(field.name for field in fields(cls))
             type.__setattr__(cls, "_names", names)
-        return names  # type: ignore[no-any-return]
+        return names
 
     @classmethod
     def from_mapping(cls: type[_R], row: dict[str, Any]) -> _R:

@@ -34,8 +34,8 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Integer, Text, bindparam, text
-from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.sql.elements import BindParameter, TextClause
 
 from hermes_store.repositories.shapes import session_columns, sessions_from, shadowed
 from hermes_store.schema.layout import Layout
@@ -93,7 +93,7 @@ tip AS (
     WHERE depth = (SELECT MAX(c.depth) FROM chain c WHERE c.root_id = chain.root_id)
 )
 """
-_CHAIN_PARAMS = (
+_CHAIN_PARAMS: tuple[BindParameter[Any], ...] = (
     bindparam("p_roots", expanding=True),
     bindparam("p_max_steps", type_=Integer),
 )
@@ -201,8 +201,8 @@ def finish_preview(raw: str) -> str:
     return stripped
 
 
-def _finished(row: Mapping[str, Any]) -> dict[str, Any]:
-    listed = dict(row)
+def _finished(row: RowMapping) -> dict[str, Any]:
+    listed: dict[str, Any] = dict(row)
     listed["preview"] = finish_preview(listed["preview"])
     return listed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -135,6 +135,11 @@ class MaintenanceRepository:
         self._layout = layout
 
     def integrity_problems(self) -> list[str]:
+        """What is broken in the database itself, one finding a line; empty when sound.
+
+        SQLite: ``PRAGMA integrity_check``'s findings. PostgreSQL: a
+        ``messages.id`` identity that would hand out an id already used.
+        """
         if not self._sqlite:
             sequence = self._c.execute(_PG_IDENTITY_SEQUENCE).scalar_one()
             last, called = self._c.exec_driver_sql(
@@ -156,6 +161,12 @@ class MaintenanceRepository:
         return [line for line in lines if line and not line.startswith("*** in database")]
 
     def foreign_key_problems(self) -> list[dict[str, Any]]:
+        """Rows whose parent row is missing, each as ``table, rowid, parent``.
+
+        A message of no session (``table`` ``"messages"``) or a session whose
+        ``parent_session_id`` names none (``"sessions"``); ``parent`` is the
+        table the missing row belongs in.
+        """
         if not self._sqlite:
             return [dict(row) for row in self._c.execute(_PG_ORPHANS).mappings()]
         rows = self._c.exec_driver_sql("PRAGMA foreign_key_check").all()
@@ -173,10 +184,11 @@ class MaintenanceRepository:
         process cannot load is left out (see :meth:`unchecked_fts`).
         """
         if not self._sqlite:
-            state = dict(self._c.execute(_PG_INDEX_STATE).all())
+            state: dict[str, bool] = dict(self._c.execute(_PG_INDEX_STATE).all())
             bad = [name for name in PG_SEARCH_INDEXES if not state.get(name)]
             return {name: "missing or invalid" for name in bad}
-        return check_fts_indexes(self._c.connection.driver_connection, self._layout)
+        driver = cast(sqlite3.Connection, self._c.connection.driver_connection)
+        return check_fts_indexes(driver, self._layout)
 
     def unchecked_fts(self) -> dict[str, str]:
         """Indexes the file has that this process cannot check, and why."""
@@ -187,6 +199,12 @@ class MaintenanceRepository:
         }
 
     def miscounted_sessions(self) -> list[dict[str, Any]]:
+        """Sessions whose counters disagree with their messages.
+
+        Each: ``id, stored_messages, stored_tool_calls, real_messages,
+        real_tool_calls`` (a ``tool_calls`` list counts its items, as an
+        append counts them); :meth:`repair_counters` takes them as they are.
+        """
         if self._sqlite:
             return [dict(row) for row in self._c.execute(_MISCOUNTED).mappings()]
         calls: Counter[str] = Counter()
@@ -208,6 +226,7 @@ class MaintenanceRepository:
             advance_message_identity(self._c)
 
     def repair_counters(self, rows: list[dict[str, Any]]) -> None:
+        """Set each session of ``rows`` (from :meth:`miscounted_sessions`) to its real counts."""
         if rows:
             self._c.execute(_REPAIR_COUNTERS, rows)
 

@@ -288,7 +288,7 @@ class MessageRepository:
             for message in messages
         ]
         rows, calls = turn_rows(session_id, stripped, timestamps.__getitem__)
-        ids = [message.get("id") for message in messages]
+        ids: list[Any] = [message.get("id") for message in messages]  # kept only if all ints
         whole = all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
         if keep_ids and rows and whole and not self._ids_taken(ids):
             for row, message_id in zip(rows, ids, strict=True):

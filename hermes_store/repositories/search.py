@@ -111,6 +111,7 @@ def _match_statement(
         where, order = f"{index} MATCH :p_query", "rank"
         snippet = f"snippet({index}, 0, '>>>', '<<<', '...', 40)"
     else:
+        assert like_sql is not None, "a substring scan needs its LIKE condition"
         source, where, order, snippet = "messages m", like_sql, "m.id DESC", "m.content"
     sql = f"""
         SELECT {columns.format(snippet=snippet)}
@@ -168,6 +169,9 @@ class SearchRepository:
         offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Matches best first; raises the driver's error on a query the engine rejects.
+
+        Each match: ``id, session_id, role, snippet, timestamp, tool_name,
+        source, model, session_started`` (no context: see :meth:`context`).
 
         ``index`` is the FTS5 table (unicode61 by default, or the trigram one);
         ``index=None`` with ``like_sql``/``like_params`` runs a substring scan,

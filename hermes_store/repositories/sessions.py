@@ -537,11 +537,13 @@ class SessionRepository:
         return self._changed(_LINK_PARENT, {"p_id": session_id, "p_parent": parent_session_id})
 
     def get(self, session_id: str) -> SessionRecord | None:
+        """The session's row (every documented column), or None for an unknown id."""
         text_arg("session_id", session_id)
         row = self._r.get.first(self._c, {"p_id": session_id})
         return None if row is None else SessionRecord(**row)
 
     def exists(self, session_id: str) -> bool:
+        """Whether a session has this exact id (no argument check: the callers made it)."""
         return bool(_EXISTS.rows(self._c, {"p_id": session_id}))
 
     def resolve_id(self, id_or_prefix: str) -> str | None:
@@ -849,6 +851,7 @@ class SessionRepository:
         return [SessionRecord(**row) for row in self._r.all.dicts(self._c, {"p_source": source})]
 
     def count(self, source: str | None = None) -> int:
+        """How many sessions the store holds (of one source, or all)."""
         text_arg("source", source, optional=True)
         return int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
 

@@ -15,6 +15,7 @@ known to be at the starting revision.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from alembic import context, op
 from sqlalchemy import Column, inspect
@@ -33,7 +34,7 @@ def existing_columns(table: str) -> set[str] | None:
     return {column["name"] for column in inspect(op.get_bind()).get_columns(table)}
 
 
-def add_missing_columns(table: str, *columns: Column) -> None:
+def add_missing_columns(table: str, *columns: Column[Any]) -> None:
     present = existing_columns(table)
     for column in columns:
         if present is None or column.name not in present:

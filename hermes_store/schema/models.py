@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import REAL, BigInteger, ForeignKey, Index, Integer, Text, text
 from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
 from sqlalchemy.orm import DeclarativeBase, Mapped, WriteOnlyMapped, mapped_column, relationship
+from sqlalchemy.types import TypeEngine
 
 from hermes_store.schema.types import JSONText
 
@@ -29,7 +30,7 @@ ZERO = text("0")
 
 # PostgreSQL's REAL is 4 bytes: an epoch timestamp would lose its seconds. The
 # store's floats are DOUBLE PRECISION there; SQLite's DDL stays the document's.
-FLOAT = REAL().with_variant(DOUBLE_PRECISION(), "postgresql")
+FLOAT: TypeEngine[float] = REAL().with_variant(DOUBLE_PRECISION(), "postgresql")
 # ``messages.id`` is SQLite's 64-bit rowid; on PostgreSQL a BIGINT identity.
 MESSAGE_ID = Integer().with_variant(BigInteger(), "postgresql")
 
@@ -170,6 +171,8 @@ class Message(Base):
     )
 
 
-sessions_table = Session.__table__
-messages_table = Message.__table__
-schema_version_table = SchemaVersion.__table__
+# Through the metadata, not ``Model.__table__``: the same objects, typed as the
+# ``Table`` they are (a declarative ``__table__`` may be any selectable).
+sessions_table = Base.metadata.tables[Session.__tablename__]
+messages_table = Base.metadata.tables[Message.__tablename__]
+schema_version_table = Base.metadata.tables[SchemaVersion.__tablename__]

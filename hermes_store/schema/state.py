@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import sqlite3
 from dataclasses import dataclass
+from typing import cast
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
@@ -161,7 +162,9 @@ def read_schema_state(connection: Connection) -> SchemaState:
     :class:`SchemaError`: no program of ours wrote it.
     """
     if connection.dialect.name == "sqlite":
-        dbapi_connection = connection.connection.driver_connection
+        # SQLAlchemy types the driver's connection as Any | None (any driver, maybe
+        # detached); a connection in use to a SQLite file always has its sqlite3 one.
+        dbapi_connection = cast(sqlite3.Connection, connection.connection.driver_connection)
         try:
             version, revision, cookie = dbapi_connection.execute(_ALL_SQLITE).fetchone()
         except sqlite3.OperationalError as error:

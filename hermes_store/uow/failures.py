@@ -150,7 +150,7 @@ def missing_driver(where: str, url: URL, error: ModuleNotFoundError) -> StoreUna
     return StoreUnavailableError(f"cannot open {where}: its driver is not installed ({error})")
 
 
-def _postgresql_connection_lost(original: BaseException, state: str | None) -> bool:
+def _postgresql_connection_lost(original: BaseException | None, state: str | None) -> bool:
     """A psycopg error that means the server or the connection to it went away."""
     if state is not None:
         return state.startswith(_PG_GONE)
@@ -176,6 +176,6 @@ def _owner(path: str) -> str:
     return "" if owner == os.getuid() else f" (owned by uid {owner}, not by this user)"
 
 
-def _first_line(error: BaseException) -> str:
+def _first_line(error: BaseException | None) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -12,11 +12,12 @@ engine with cold statement caches.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError
@@ -195,7 +196,8 @@ class Store:
                 # migrate=False to do so itself) keeps the standard layout: the
                 # first unit after the migration sees the cookie move and reads it.
                 if self.read_only or not state.needs_migration:
-                    cell.refresh(uow.connection.connection.driver_connection, state)
+                    driver = cast(sqlite3.Connection, uow.connection.connection.driver_connection)
+                    cell.refresh(driver, state)
                 self._layouts = cell
                 self._connections.on_replaced = cell.forget
         return True

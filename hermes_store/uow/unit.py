@@ -35,7 +35,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, cast
 
 from sqlalchemy.engine import Connection, RootTransaction
 
@@ -153,7 +153,7 @@ class UnitOfWork:
         try:
             self._rules = sqlite_rules(connection)
             if self._rules is not None:
-                self._driver = connection.connection.driver_connection
+                self._driver = cast(sqlite3.Connection, connection.connection.driver_connection)
                 self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
                 self._connection = connection
                 layout = self._current_layout(connection, self._driver)

@@ -31,7 +31,7 @@ import random
 import select
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext
@@ -129,7 +129,8 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
         # Sends nothing: psycopg opens the transaction at the first statement with a
         # BEGIN that carries these (one round trip, and an error there is SQLAlchemy's
         # to see: a statement run from this hook would escape as a raw psycopg error).
-        dbapi_connection = connection.connection.dbapi_connection
+        # SQLAlchemy types the driver's connection as any driver's, maybe detached.
+        dbapi_connection = cast("psycopg.Connection[Any]", connection.connection.dbapi_connection)
         wanted = snapshot if connection.get_execution_options().get(READ_OPTION) else server_default
         if (dbapi_connection.isolation_level, dbapi_connection.read_only) != wanted:
             dbapi_connection.isolation_level, dbapi_connection.read_only = wanted
@@ -193,8 +194,8 @@ def retry_aborted(
     if first is None:
         try:
             return run()
-        except DBAPIError as error:
-            first = error
+        except DBAPIError as failed:
+            first = failed
     if sqlstate(first) is None:
         raise first
     started = time.monotonic()

@@ -33,7 +33,7 @@ import sqlite3
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine
@@ -242,7 +242,7 @@ def _install_sqlite_rules(
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        dbapi_connection = connection.connection.driver_connection
+        dbapi_connection = cast(sqlite3.Connection, connection.connection.driver_connection)
         if dbapi_connection.in_transaction:
             # A unit of work began this transaction on the driver; SQLAlchemy is
             # only catching up (a Core statement run inside the unit).

@@ -35,7 +35,7 @@ from pathlib import Path
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows cannot replace an open file anyway
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # None: this platform has none (checked at use)
 
 SIDECARS = ("-wal", "-shm")
 

@@ -235,12 +235,12 @@ class PageFile:
         usable = self.header.usable
         data = data[:usable]
         if page.kind == TABLE_INTERIOR:
-            child = int.from_bytes(data[offset : offset + 4], "big")
+            pointer = int.from_bytes(data[offset : offset + 4], "big")
             key, _end = varint(data, offset + 4)
-            self._check_child(child)
-            return Cell(child=child, rowid=_signed64(key))
+            self._check_child(pointer)
+            return Cell(child=pointer, rowid=_signed64(key))
         position = offset
-        child = None
+        child: int | None = None
         if page.kind == INDEX_INTERIOR:
             child = int.from_bytes(data[offset : offset + 4], "big")
             self._check_child(child)

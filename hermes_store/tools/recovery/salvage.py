@@ -120,8 +120,8 @@ class _Shape:
                 kind = None
             required = not column.nullable or name == "id"
             self.kinds.append((name, kind, required))
-        required = [index for index, (_n, _k, needed) in enumerate(self.kinds) if needed]
-        self.least = (max(required) + 1) if required else 1
+        required_at = [index for index, (_n, _k, needed) in enumerate(self.kinds) if needed]
+        self.least = (max(required_at) + 1) if required_at else 1
         self.known = {column.name for column in model.columns}
 
     def row(self, values: list[Any], rowid: int | None) -> dict[str, Any] | None:
