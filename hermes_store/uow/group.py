@@ -1,0 +1,277 @@
+"""Shared commits (group commit): one process's concurrent writes made durable by one flush.
+
+At ``durability="full"`` a commit costs one fsync, and that is nearly all
+of a small write's time. When several threads (or asyncio tasks, through
+:mod:`hermes_store.aio`) of one process write at once, each waiting for the
+previous one's fsync, the store can do what databases have done for decades:
+the writes that arrive while a commit is in flight go into the *next*
+transaction together and are made durable by its one commit.
+
+How a call runs (:meth:`SharedCommits.run`, what ``Store.transact`` does on
+a store opened with ``shared_commits=True``):
+
+* it joins a FIFO queue; if no thread is leading, it leads;
+* the leader begins one write unit (``BEGIN IMMEDIATE`` within its patience,
+  the ordinary rules: other processes see one writer, as before), then runs
+  the queued calls in order, each inside its own ``SAVEPOINT`` -- a call that
+  fails is rolled back to its savepoint and hears its own error, the others
+  are untouched -- and commits once;
+* every call returns only after the transaction holding it committed at the
+  store's durability; a failed commit fails every call it held (nothing of
+  them was written);
+* a writer alone leads at once and commits at once: its call runs without a
+  savepoint (it is the first in its transaction) and waits for nobody.
+
+Bounds: a group takes at most :data:`MAX_CALLS` calls and stops taking more
+once it has held the lock for :data:`MAX_HOLD_S`, so another process waiting
+for the lock waits for one bounded group, as it would for one long write.
+A queued call that is still waiting when its own patience runs out (the
+leader is waiting for another process's lock) leaves the queue and raises
+:class:`~hermes_store.errors.StoreLockedError`, having written nothing.
+
+A call's work runs on the leader's thread, in the leader's unit of work.
+It must therefore do only its unit's work (as ``Store.transact`` already
+asks: on PostgreSQL it may be run again) and must not commit or roll back
+the unit itself. SQLite only: on PostgreSQL the store runs every call in
+its own transaction, as without shared commits (the server's own commit
+machinery and the retry of aborted units stay as they are).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from hermes_store.errors import StoreLockedError
+from hermes_store.uow.unit import UnitOfWork
+
+_T = TypeVar("_T")
+
+MAX_CALLS = 64
+"""At most this many calls share one transaction."""
+MAX_HOLD_S = 0.05
+"""A group takes no further call once it has held the write lock this long."""
+
+
+class _State(Enum):
+    PENDING = "pending"  # queued, no group has taken it
+    TAKEN = "taken"  # inside a running group: it ends with that group
+    DONE = "done"  # its outcome is known (committed, or failed and undone)
+
+
+class SharedCall(Generic[_T]):
+    """One call's place in the queue, and its outcome once known."""
+
+    __slots__ = ("deadline", "error", "patience_s", "result", "state", "work")
+
+    def __init__(
+        self, work: Callable[[UnitOfWork], _T], patience_s: float | None, deadline: float
+    ) -> None:
+        self.work = work
+        self.patience_s = patience_s
+        self.deadline = deadline
+        self.state = _State.PENDING
+        self.result: _T | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> _T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+
+class SharedCommits:
+    """The queue and leadership of one store's shared commits (see the module's docstring).
+
+    ``open_unit(patience_s)`` opens a write unit of the store (not yet
+    entered); ``patience_s(None)`` says what a call's patience is when it
+    gave none; ``translate`` names a database failure as the store's error.
+    The mutex is never held across I/O: only to queue, take and deliver.
+    """
+
+    def __init__(
+        self,
+        open_unit: Callable[[float | None], UnitOfWork],
+        default_patience_s: float,
+        database: str,
+        translate: Callable[[BaseException], BaseException | None],
+        *,
+        max_calls: int = MAX_CALLS,
+        max_hold_s: float = MAX_HOLD_S,
+    ) -> None:
+        self._open_unit = open_unit
+        self._default_patience_s = default_patience_s
+        self._database = database
+        self._translate = translate
+        self._max_calls = max_calls
+        self._max_hold_s = max_hold_s
+        self._queue: deque[SharedCall[Any]] = deque()
+        self._leading = False
+        self._changed = threading.Condition(threading.Lock())
+        self.groups = 0
+        """Transactions committed (or attempted) by groups; calls / groups is the sharing."""
+        self.calls = 0
+        """Calls that ran inside a group."""
+
+    # ------------------------------------------------------------------
+    def submit(self, work: Callable[[UnitOfWork], _T], patience_s: float | None) -> SharedCall[_T]:
+        """Queue ``work`` without waiting; :meth:`drive` the returned call to its outcome.
+
+        Calls are taken in the order they were submitted: an event loop that
+        submits on its own thread keeps its tasks' order (see :mod:`hermes_store.aio`).
+        """
+        patience = self._default_patience_s if patience_s is None else patience_s
+        call: SharedCall[_T] = SharedCall(work, patience_s, time.monotonic() + patience)
+        with self._changed:
+            self._queue.append(call)
+        return call
+
+    def run(self, work: Callable[[UnitOfWork], _T], patience_s: float | None = None) -> _T:
+        """``work(uow)`` in the next shared transaction, committed; what it returns."""
+        return self.drive(self.submit(work, patience_s))
+
+    def drive(self, call: SharedCall[_T]) -> _T:
+        """Wait until ``call`` has its outcome, leading groups whenever nobody else does."""
+        while True:
+            with self._changed:
+                while True:
+                    if call.state is _State.DONE:
+                        return call.outcome()
+                    if not self._leading and call.state is _State.PENDING:
+                        self._leading = True
+                        break
+                    if call.state is _State.PENDING:
+                        remaining = call.deadline - time.monotonic()
+                        if remaining <= 0:
+                            self._queue.remove(call)
+                            self._changed.notify_all()
+                            raise StoreLockedError(
+                                self._database,
+                                call.patience_s or self._default_patience_s,
+                                0,
+                            )
+                        self._changed.wait(remaining)
+                    else:  # taken: its group ends it, within the group's bounds
+                        self._changed.wait()
+            try:
+                self._run_group(call)
+            finally:
+                with self._changed:
+                    self._leading = False
+                    self._changed.notify_all()
+
+    # ------------------------------------------------------------------
+    def _take(self, count: int, started: float) -> SharedCall[Any] | None:
+        """The next queued call for this group, or None when the group is full or old."""
+        if count >= self._max_calls or (count and time.monotonic() - started >= self._max_hold_s):
+            return None
+        with self._changed:
+            if not self._queue:
+                return None
+            call = self._queue.popleft()
+            call.state = _State.TAKEN
+        return call
+
+    def _deliver(self, outcomes: list[tuple[SharedCall[Any], Any, BaseException | None]]) -> None:
+        with self._changed:
+            for call, result, error in outcomes:
+                call.result, call.error, call.state = result, error, _State.DONE
+            self._changed.notify_all()
+
+    def _requeue(self, calls: list[SharedCall[Any]]) -> None:
+        """Put calls whose transaction was lost back at the head, in their order."""
+        with self._changed:
+            for call in reversed(calls):
+                call.state = _State.PENDING
+                self._queue.appendleft(call)
+            self._changed.notify_all()
+
+    def _named(self, error: BaseException) -> BaseException:
+        named = self._translate(error)
+        if named is not None:
+            named.__cause__ = error
+            return named
+        return error
+
+    def _run_group(self, leader: SharedCall[Any]) -> None:
+        """Begin one write unit, run queued calls in it, commit, deliver the outcomes."""
+        patience = leader.patience_s
+        if patience is not None or leader.deadline - time.monotonic() < self._default_patience_s:
+            patience = max(0.0, leader.deadline - time.monotonic())
+        unit = self._open_unit(patience)
+        try:
+            unit.__enter__()
+        except BaseException as error:  # the lock did not come within the leader's patience
+            self._withdraw(leader, error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        started = time.monotonic()
+        ran: list[tuple[SharedCall[Any], Any]] = []
+        call: SharedCall[Any] | None = None
+        try:
+            while (call := self._take(len(ran), started)) is not None:
+                if not ran:
+                    # First in its transaction: no savepoint needed, a failure undoes the unit.
+                    try:
+                        result = call.work(unit)
+                        unit.flush_orm()
+                    except Exception as error:
+                        self._deliver([(call, None, self._named(error))])
+                        unit.__exit__(type(error), error, error.__traceback__)
+                        return  # the next group begins afresh
+                    ran.append((call, result))
+                    continue
+                unit.savepoint()
+                try:
+                    result = call.work(unit)
+                    unit.flush_orm()
+                except Exception as error:
+                    if unit.release_failed_savepoint():
+                        self._deliver([(call, None, self._named(error))])
+                        continue
+                    # The error ended the whole transaction (SQLite does that on a full
+                    # disk or an I/O error): this call failed; the others were not
+                    # acknowledged and go back to the queue, to run in the next one.
+                    self._deliver([(call, None, self._named(error))])
+                    self._requeue([c for c, _ in ran])
+                    ran = []
+                    with contextlib.suppress(Exception):
+                        unit.__exit__(type(error), error, error.__traceback__)
+                    return
+                unit.release_savepoint()
+                ran.append((call, result))
+        except BaseException as error:
+            # Not a call's failure (KeyboardInterrupt in the leader's thread, say):
+            # nothing of the group is committed; the others run in the next one.
+            others = [c for c, _ in ran]
+            if call is not None and call not in others:
+                others.append(call)
+            self._requeue([c for c in others if c is not leader])
+            self._withdraw(leader, error)
+            with contextlib.suppress(Exception):
+                unit.__exit__(type(error), error, error.__traceback__)
+            raise
+        self.groups += 1
+        self.calls += len(ran)
+        try:
+            unit.__exit__(None, None, None)  # the one COMMIT (and fsync) of the group
+        except BaseException as error:
+            self._deliver([(c, None, error) for c, _ in ran])
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._deliver([(c, result, None) for c, result in ran])
+
+    def _withdraw(self, leader: SharedCall[Any], error: BaseException) -> None:
+        """The leader's own call ends with ``error``, wherever it is (queued or taken)."""
+        with self._changed:
+            if leader.state is _State.PENDING:
+                self._queue.remove(leader)
+            leader.error, leader.state = error, _State.DONE
+            self._changed.notify_all()
