@@ -118,6 +118,17 @@ class SharedCommits:
         self.calls = 0
         """Calls that ran inside a group."""
 
+    @property
+    def leading(self) -> bool:
+        """A thread is running a group (or waiting for the lock to begin one)."""
+        return self._leading
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a group to take them (for tests and monitoring)."""
+        with self._changed:
+            return len(self._queue)
+
     # ------------------------------------------------------------------
     def submit(self, work: Callable[[UnitOfWork], _T], patience_s: float | None) -> SharedCall[_T]:
         """Queue ``work`` without waiting; :meth:`drive` the returned call to its outcome.
