@@ -169,9 +169,15 @@ async def _scenario_async(db: AsyncSessionDB) -> list[Any]:
     return out
 
 
-def test_the_async_api_gives_the_same_results_and_errors(tmp_path: Path, store_url: str) -> None:
+def test_the_async_api_gives_the_same_results_and_errors(
+    tmp_path: Path, store_url: str, backend: str, request: pytest.FixtureRequest
+) -> None:
     """The same calls on a SessionDB and an AsyncSessionDB, each on its own database."""
-    sync_db = SessionDB(tmp_path / "sync.db", clock=ManualClock())
+    if backend == "postgresql":
+        other: Any = request.getfixturevalue("pg_fresh_url")()
+    else:
+        other = tmp_path / "sync.db"
+    sync_db = SessionDB(other, clock=ManualClock())
     expected = _scenario_sync(sync_db)
     sync_db.close()
 
