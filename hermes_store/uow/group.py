@@ -143,8 +143,30 @@ class SharedCommits:
         return call
 
     def run(self, work: Callable[[UnitOfWork], _T], patience_s: float | None = None) -> _T:
-        """``work(uow)`` in the next shared transaction, committed; what it returns."""
-        return self.drive(self.submit(work, patience_s))
+        """``work(uow)`` in the next shared transaction, committed; what it returns.
+
+        A call that finds nobody leading and nobody queued runs at once in a
+        unit of its own, exactly as without shared commits (the common case of
+        a writer alone pays two lock round trips for the sharing); calls that
+        arrive meanwhile queue up and share the next transaction.
+        """
+        with self._changed:
+            alone = not self._leading and not self._queue
+            if alone:
+                self._leading = True
+        if not alone:
+            return self.drive(self.submit(work, patience_s))
+        try:
+            with self._open_unit(patience_s) as uow:
+                result = work(uow)
+            self.groups += 1
+            self.calls += 1
+            return result
+        finally:
+            with self._changed:
+                self._leading = False
+                if self._queue:
+                    self._changed.notify_all()
 
     def drive(self, call: SharedCall[_T]) -> _T:
         """Wait until ``call`` has its outcome, leading groups whenever nobody else does."""
