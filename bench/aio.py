@@ -427,7 +427,8 @@ def report(
         )
     print(f"\n{WRITERS} concurrent appenders, durability=full (target >= 3.0x plain)")
     print(
-        f"{'variant':<34} {'appends/s':>10} {'x plain':>8} {'appends/txn':>12} {'fsyncs/append':>14}"
+        f"{'variant':<34} {'appends/s':>10} {'x plain':>8} {'appends/txn':>12} "
+        f"{'fsyncs/append':>14}"
     )
     names = {
         "plain": "plain sqlite3, 8 threads",
@@ -461,7 +462,8 @@ def report(
     print("\nPer call, durability=normal: our worker thread vs SQLAlchemy asyncio + aiosqlite")
     for name, row in versus.items():
         print(
-            f"{name:<14} read {row['read_s'] * 1e6:>7.0f} us   append {row['append_s'] * 1e6:>7.0f} us"
+            f"{name:<14} read {row['read_s'] * 1e6:>7.0f} us   "
+            f"append {row['append_s'] * 1e6:>7.0f} us"
         )
 
 
