@@ -73,7 +73,11 @@ def _fresh_db(path: Path, sessions: int) -> None:
 # 8 appenders (run in a child process: python -m bench.aio --child VARIANT DB N)
 # ----------------------------------------------------------------------
 def child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
-    """Run one variant's 8 writers, ``appends`` each; wall time and commit counts."""
+    """Run one variant's 8 writers, ``appends`` each; wall and CPU time, commit counts."""
+    return _child(variant, db_path, appends)
+
+
+def _child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
     go = threading.Barrier(WRITERS + 1)
     if variant == "plain":
         from bench.plain import PlainSessionDB
@@ -85,9 +89,9 @@ def child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
             for k in range(appends):
                 plain.append_message(f"w{n}", "user", content=f"message {k}")
 
-        elapsed = _threads(write_plain, go)
+        elapsed, cpu = _threads(write_plain, go)
         plain.close()
-        return {"seconds": elapsed, "transactions": WRITERS * appends}
+        return {"seconds": elapsed, "cpu_s": cpu, "transactions": WRITERS * appends}
     if variant in ("threads", "threads-unshared"):
         from hermes_store import SessionDB
 
@@ -98,11 +102,11 @@ def child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
             for k in range(appends):
                 db.append_message(f"w{n}", "user", f"message {k}")
 
-        elapsed = _threads(write, go)
+        elapsed, cpu = _threads(write, go)
         shared = db.store.shared
         groups = shared.groups if shared is not None else WRITERS * appends
         db.close()
-        return {"seconds": elapsed, "transactions": groups}
+        return {"seconds": elapsed, "cpu_s": cpu, "transactions": groups}
     from hermes_store.aio import AsyncSessionDB
 
     async def run() -> dict[str, Any]:
@@ -113,26 +117,27 @@ def child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
             for k in range(appends):
                 await db.append_message(f"w{n}", "user", f"message {k}")
 
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         await asyncio.gather(*(write(n) for n in range(WRITERS)))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert db.store.shared is not None
         groups = db.store.shared.groups
         await db.close()
-        return {"seconds": elapsed, "transactions": groups}
+        return {"seconds": elapsed, "cpu_s": cpu, "transactions": groups}
 
     return asyncio.run(run())
 
 
-def _threads(target: Callable[[int], None], go: threading.Barrier) -> float:
+def _threads(target: Callable[[int], None], go: threading.Barrier) -> tuple[float, float]:
+    """(wall, CPU) seconds of the process while the writer threads ran."""
     threads = [threading.Thread(target=target, args=(n,)) for n in range(WRITERS)]
     for thread in threads:
         thread.start()
     go.wait()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def _run_child(variant: str, db: Path, appends: int, strace: bool = False) -> dict[str, Any]:
@@ -160,12 +165,14 @@ def _run_child(variant: str, db: Path, appends: int, strace: bool = False) -> di
 def appenders(work: Path, appends: int, reps: int) -> dict[str, Any]:
     db = work / "appenders.db"
     samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
     transactions: dict[str, int] = {}
     for rep in range(reps):
         order = VARIANTS if rep % 2 == 0 else VARIANTS[::-1]
         for variant in order:
             result = _run_child(variant, db, appends)
             samples[variant].append(WRITERS * appends / result["seconds"])
+            cpu[variant].append(result["cpu_s"] / (WRITERS * appends))
             transactions[variant] = result["transactions"]
             log(f"    {variant}: {samples[variant][-1]:.0f} appends/s")
     fsyncs: dict[str, float | None] = {}
@@ -178,6 +185,7 @@ def appenders(work: Path, appends: int, reps: int) -> dict[str, Any]:
         "appends_per_s": rate,
         "samples": samples,
         "ratio_vs_plain": {v: rate[v] / rate["plain"] for v in VARIANTS},
+        "cpu_per_append_s": {v: statistics.median(c) for v, c in cpu.items()},
         "appends_per_transaction": {
             v: WRITERS * appends / max(1, t) for v, t in transactions.items()
         },
@@ -428,7 +436,7 @@ def report(
     print(f"\n{WRITERS} concurrent appenders, durability=full (target >= 3.0x plain)")
     print(
         f"{'variant':<34} {'appends/s':>10} {'x plain':>8} {'appends/txn':>12} "
-        f"{'fsyncs/append':>14}"
+        f"{'fsyncs/append':>14} {'CPU/append':>11}"
     )
     names = {
         "plain": "plain sqlite3, 8 threads",
@@ -445,7 +453,8 @@ def report(
         print(
             f"{names[variant]:<34} {eight['appends_per_s'][variant]:>10.0f} {ratio:>7.2f}x "
             f"{eight['appends_per_transaction'][variant]:>12.1f} "
-            f"{'-' if fsync is None else f'{fsync:.2f}':>14}  {verdict}"
+            f"{'-' if fsync is None else f'{fsync:.2f}':>14} "
+            f"{eight['cpu_per_append_s'][variant] * 1e6:>8.0f} us  {verdict}"
         )
     print("\nSingle writer: shared commits on vs off (today's append_message), target <= 1.05x")
     per = one["per_append_s"]

@@ -56,6 +56,8 @@ MAX_CALLS = 64
 """At most this many calls share one transaction."""
 MAX_HOLD_S = 0.05
 """A group takes no further call once it has held the write lock this long."""
+_POLL_S = 0.05
+"""How often a queued call looks whether it should lead, whatever woke it."""
 
 
 class _State(Enum):
@@ -67,7 +69,7 @@ class _State(Enum):
 class SharedCall(Generic[_T]):
     """One call's place in the queue, and its outcome once known."""
 
-    __slots__ = ("deadline", "error", "patience_s", "result", "state", "work")
+    __slots__ = ("deadline", "error", "patience_s", "result", "state", "wake", "work")
 
     def __init__(
         self, work: Callable[[UnitOfWork], _T], patience_s: float | None, deadline: float
@@ -78,6 +80,8 @@ class SharedCall(Generic[_T]):
         self.state = _State.PENDING
         self.result: _T | None = None
         self.error: BaseException | None = None
+        self.wake = threading.Event()
+        """Set when its outcome is known, or when it may lead (only its own thread waits)."""
 
     def outcome(self) -> _T:
         if self.error is not None:
@@ -112,7 +116,7 @@ class SharedCommits:
         self._max_hold_s = max_hold_s
         self._queue: deque[SharedCall[Any]] = deque()
         self._leading = False
-        self._changed = threading.Condition(threading.Lock())
+        self._changed = threading.Lock()
         self.groups = 0
         """Transactions committed (or attempted) by groups; calls / groups is the sharing."""
         self.calls = 0
@@ -165,38 +169,43 @@ class SharedCommits:
         finally:
             with self._changed:
                 self._leading = False
-                if self._queue:
-                    self._changed.notify_all()
+                self._wake_head()
 
     def drive(self, call: SharedCall[_T]) -> _T:
         """Wait until ``call`` has its outcome, leading groups whenever nobody else does."""
         while True:
+            remaining = _POLL_S
             with self._changed:
-                while True:
-                    if call.state is _State.DONE:
-                        return call.outcome()
-                    if not self._leading and call.state is _State.PENDING:
-                        self._leading = True
-                        break
-                    if call.state is _State.PENDING:
-                        remaining = call.deadline - time.monotonic()
-                        if remaining <= 0:
-                            self._queue.remove(call)
-                            self._changed.notify_all()
-                            raise StoreLockedError(
-                                self._database,
-                                call.patience_s or self._default_patience_s,
-                                0,
-                            )
-                        self._changed.wait(remaining)
-                    else:  # taken: its group ends it, within the group's bounds
-                        self._changed.wait()
+                if call.state is _State.DONE:
+                    return call.outcome()
+                lead = not self._leading and call.state is _State.PENDING
+                if lead:
+                    self._leading = True
+                elif call.state is _State.PENDING:
+                    remaining = call.deadline - time.monotonic()
+                    if remaining <= 0:
+                        self._queue.remove(call)
+                        raise StoreLockedError(
+                            self._database, call.patience_s or self._default_patience_s, 0
+                        )
+                call.wake.clear()
+            if not lead:
+                # Each thread waits on its own call: a delivery wakes only its callers.
+                # A queued call looks again every _POLL_S whatever wakes it, so no lost
+                # wake-up can leave the queue without a leader.
+                call.wake.wait(min(remaining, _POLL_S) if call.state is _State.PENDING else None)
+                continue
             try:
                 self._run_group(call)
             finally:
                 with self._changed:
                     self._leading = False
-                    self._changed.notify_all()
+                    self._wake_head()
+
+    def _wake_head(self) -> None:
+        """With the mutex held and nobody leading: let the oldest queued call lead."""
+        if self._queue:
+            self._queue[0].wake.set()
 
     # ------------------------------------------------------------------
     def _take(self, count: int, started: float) -> SharedCall[Any] | None:
@@ -214,7 +223,7 @@ class SharedCommits:
         with self._changed:
             for call, result, error in outcomes:
                 call.result, call.error, call.state = result, error, _State.DONE
-            self._changed.notify_all()
+                call.wake.set()
 
     def _requeue(self, calls: list[SharedCall[Any]]) -> None:
         """Put calls whose transaction was lost back at the head, in their order."""
@@ -222,7 +231,7 @@ class SharedCommits:
             for call in reversed(calls):
                 call.state = _State.PENDING
                 self._queue.appendleft(call)
-            self._changed.notify_all()
+                call.wake.set()
 
     def _named(self, error: BaseException) -> BaseException:
         named = self._translate(error)
@@ -307,4 +316,4 @@ class SharedCommits:
             if leader.state is _State.PENDING:
                 self._queue.remove(leader)
             leader.error, leader.state = error, _State.DONE
-            self._changed.notify_all()
+            leader.wake.set()
