@@ -161,6 +161,34 @@ def test_a_failing_first_call_leaves_the_rest_to_the_next_group(db_path: Path) -
     db.close()
 
 
+def test_a_database_error_inside_a_group_undoes_only_its_call(db_path: Path) -> None:
+    """A constraint the database itself enforces, first in its group and later in one."""
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    store = db.store
+
+    def duplicate(uow: UnitOfWork) -> None:
+        uow.messages.append("a", "user", "undone with its call")
+        uow.connection.exec_driver_sql(
+            "INSERT INTO sessions (id, source, started_at) VALUES ('a', 'cli', 0)"
+        )
+
+    outcomes = _grouped_behind_a_blocker(
+        store,
+        [
+            lambda: store.transact(duplicate),  # first in the group: no savepoint
+            lambda: db.append_message("a", "user", "kept 1"),
+            lambda: store.transact(duplicate),  # inside a savepoint
+            lambda: db.append_message("a", "user", "kept 2"),
+        ],
+    )
+    assert isinstance(outcomes[0], Exception) and isinstance(outcomes[2], Exception)
+    assert "UNIQUE" in str(outcomes[0]) or "unique" in str(outcomes[0]).lower()
+    assert isinstance(outcomes[1], int) and isinstance(outcomes[3], int)
+    assert _counts(db_path, "a") == (2, 2, ["kept 1", "kept 2"])
+    db.close()
+
+
 def test_a_writer_alone_commits_each_call_at_once(db_path: Path) -> None:
     db = SessionDB(db_path, shared_commits=True)
     db.create_session("s", "cli")

@@ -293,7 +293,8 @@ class SharedCommits:
                         unit.flush_orm()
                     except Exception as error:
                         self._deliver([(call, None, self._named(error))])
-                        unit.__exit__(type(error), error, error.__traceback__)
+                        with contextlib.suppress(Exception):  # rolled back; named above
+                            unit.__exit__(type(error), error, error.__traceback__)
                         return  # the next group begins afresh
                     ran.append((call, result))
                     continue
@@ -320,7 +321,7 @@ class SharedCommits:
             # Not a call's failure (KeyboardInterrupt in the leader's thread, say):
             # nothing of the group is committed; the others run in the next one.
             others = [c for c, _ in ran]
-            if call is not None and call not in others:
+            if call is not None and call.state is _State.TAKEN and call not in others:
                 others.append(call)
             self._requeue([c for c in others if c is not leader])
             self._withdraw(leader, error)
