@@ -189,6 +189,37 @@ def test_a_database_error_inside_a_group_undoes_only_its_call(db_path: Path) -> 
     db.close()
 
 
+def test_a_child_forked_while_a_call_leads_writes_on_its_own(db_path: Path) -> None:
+    """The parent's leader and queue stay in the parent: the child's writes are not stuck.
+
+    The parent's leader is waiting for another process's lock when the child is
+    forked (a parent connection *holding* the lock at the fork would keep it
+    held in the child's SQLite bookkeeping: the fork rules, not ours).
+    """
+    from .forked import run_forked
+
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    shared = _shared(db.store)
+    holder = subprocess.Popen(
+        [sys.executable, str(HOLDER), str(db_path), "1"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        first, threads = _in_threads([lambda: db.append_message("a", "user", "from the parent")])
+        _until(lambda: shared.leading, "the parent's call to lead")
+        kind, value = run_forked(lambda: db.append_message("a", "user", "from the child"))
+        for thread in threads:
+            thread.join(30)
+    finally:
+        holder.wait(30)
+    assert kind == "ok" and isinstance(value, int), (kind, value)
+    assert isinstance(first[0], int)
+    counter, real, contents = _counts(db_path, "a")
+    assert counter == real == 2 and sorted(contents) == ["from the child", "from the parent"]
+    db.close()
+
+
 def test_a_writer_alone_commits_each_call_at_once(db_path: Path) -> None:
     db = SessionDB(db_path, shared_commits=True)
     db.create_session("s", "cli")

@@ -48,8 +48,10 @@ machinery and the retry of aborted units stay as they are).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
@@ -131,10 +133,22 @@ class SharedCommits:
         self._awaited: set[int] = set()
         """Threads the last group answered that have not written again since."""
         self._changed = threading.Lock()
+        _STORES.add(self)
         self.groups = 0
         """Transactions committed (or attempted) by groups; calls / groups is the sharing."""
         self.calls = 0
         """Calls that ran inside a group."""
+
+    def _forget_the_parents_calls(self) -> None:
+        """In a child after ``fork``: the parent's queued calls and leader are not ours.
+
+        The threads that made them do not exist here; a leader flag or a
+        lock inherited in the held state would stop every write of the child.
+        """
+        self._changed = threading.Lock()
+        self._queue = deque()
+        self._leading = False
+        self._awaited = set()
 
     @property
     def leading(self) -> bool:
@@ -346,3 +360,14 @@ class SharedCommits:
                 self._queue.remove(leader)
             leader.error, leader.state = error, _State.DONE
             leader.wake.set()
+
+
+_STORES: weakref.WeakSet[SharedCommits] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for shared in list(_STORES):
+        shared._forget_the_parents_calls()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
