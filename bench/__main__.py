@@ -238,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         from .field import main as field_main
 
         return field_main([a for a in args_in if a != "--field"])
+    if "--aio" in args_in:  # the asyncio and shared-commit rows of issue #20
+        from .aio import main as aio_main
+
+        return aio_main([a for a in args_in if a != "--aio"])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, < 1 min")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -248,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep bench/.work/ for inspection")
     parser.add_argument(
         "--field", action="store_true", help="the field-size benchmark: see bench.field"
+    )
+    parser.add_argument(
+        "--aio", action="store_true", help="asyncio and shared-commit rows: see bench.aio"
     )
     args = parser.parse_args(args_in)
     sizes = W.QUICK if args.quick else W.DEFAULT

@@ -24,10 +24,10 @@ WORKERS = 6
 APPENDS = 60
 
 
-def _start_workers(db_path: Path, go_file: Path) -> list[subprocess.Popen[str]]:
+def _start_workers(db_path: Path, go_file: Path, mode: str) -> list[subprocess.Popen[str]]:
     return [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(db_path), str(n), str(APPENDS), str(go_file)],
+            [sys.executable, str(WORKER), str(db_path), str(n), str(APPENDS), str(go_file), mode],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -36,11 +36,13 @@ def _start_workers(db_path: Path, go_file: Path) -> list[subprocess.Popen[str]]:
     ]
 
 
-def test_six_writer_processes_lose_nothing(db_path: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_six_writer_processes_lose_nothing(db_path: Path, tmp_path: Path, mode: str) -> None:
+    """``async``: the same writes through AsyncSessionDB, whose tasks share commits."""
     with SessionDB(db_path) as db:
         db.create_session("shared", "gateway")
     go_file = tmp_path / "go"
-    workers = _start_workers(db_path, go_file)
+    workers = _start_workers(db_path, go_file, mode)
     go_file.touch()
     reports = []
     for worker in workers:

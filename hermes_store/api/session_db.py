@@ -39,6 +39,8 @@ class SessionDB:
     opens the file for reading only (see :class:`~hermes_store.uow.store.Store`):
     every write method then raises :class:`~hermes_store.errors.ReadOnlyStoreError`.
     ``clock`` says what "now" is for the times written (a test's clock).
+    ``shared_commits=True`` lets this process's concurrent writers share
+    commits (see :mod:`hermes_store.uow.group`).
     """
 
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
@@ -52,6 +54,7 @@ class SessionDB:
         durability: Durability | str | None = None,
         read_only: bool | None = None,
         clock: Callable[[], float] | None = None,
+        shared_commits: bool | None = None,
     ) -> None:
         if store is not None and db_path is not None:
             raise InvalidInputError("pass either db_path or store, not both")
@@ -60,11 +63,12 @@ class SessionDB:
             or durability is not None
             or read_only is not None
             or clock is not None
+            or shared_commits is not None
         ):
             # Silently ignoring them would run a store on settings the caller did not ask for.
             raise InvalidInputError(
-                "policy, durability, read_only and clock are the store's: pass them to "
-                "Store(), not with store="
+                "policy, durability, read_only and clock are the store's (so is shared_commits): "
+                "pass them to Store(), not with store="
             )
         self._store = store or Store(
             db_path,
@@ -72,6 +76,7 @@ class SessionDB:
             durability=Durability.FULL if durability is None else durability,
             read_only=False if read_only is None else read_only,
             clock=time.time if clock is None else clock,
+            shared_commits=bool(shared_commits),
         )
         self._owns_store = store is None
         self.db_path = self._store.path

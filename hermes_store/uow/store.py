@@ -44,6 +44,7 @@ from hermes_store.schema.state import (
 from hermes_store.uow import forking
 from hermes_store.uow.connections import ThreadConnections
 from hermes_store.uow.failures import Failures, missing_driver
+from hermes_store.uow.group import SharedCommits
 from hermes_store.uow.unit import UnitOfWork
 
 _T = TypeVar("_T")
@@ -69,6 +70,11 @@ class Store:
     commit is on the disk before the call returns; see
     :mod:`hermes_store.backends.durability` for what ``"normal"`` risks and saves.
 
+    ``shared_commits=True`` (SQLite) lets concurrent :meth:`transact` calls of
+    this process's threads share one transaction and its one commit, each in
+    its own savepoint (see :mod:`hermes_store.uow.group`); a writer alone
+    commits at once, as without it. :meth:`write` blocks are never shared.
+
     ``read_only=True`` is for programs that only look (dashboards, web UIs,
     the CLI's reading commands): the file is opened read-only, never created,
     migrated, adopted or tightened, works in a folder this process cannot
@@ -84,12 +90,17 @@ class Store:
         migrate: bool = True,
         read_only: bool = False,
         clock: Callable[[], float] = time.time,
+        shared_commits: bool = False,
     ) -> None:
         # Checked before anything is touched: a wrong value creates no file.
         self.durability = Durability.of(durability)
         if not isinstance(read_only, bool):
             raise InvalidInputError(f"read_only must be a bool, got {type(read_only).__name__}")
         self.read_only = read_only
+        if not isinstance(shared_commits, bool):
+            raise InvalidInputError(
+                f"shared_commits must be a bool, got {type(shared_commits).__name__}"
+            )
         self.clock = clock
         """What "now" is for the times this store writes (a test's clock, or ``time.time``)."""
         if policy is not None and not isinstance(policy, ContentionPolicy):
@@ -114,6 +125,15 @@ class Store:
         forking.watch(self.engine, self._connections)
         self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
         self._open_schema(migrate and not read_only)
+        self.shared: SharedCommits | None = None
+        """The queue of shared commits (``shared_commits=True`` on SQLite), else None."""
+        if shared_commits and self.path is not None and not read_only:
+            self.shared = SharedCommits(
+                lambda patience: self.write(patience_s=patience),
+                self.policy.patience_s,
+                self._where(),
+                self._failures.translate,
+            )
 
     def _engine(self) -> Engine:
         try:
@@ -275,8 +295,15 @@ class Store:
         on PostgreSQL a unit the server aborted (a deadlock, a serialization
         failure) left nothing behind and is run again whole, after a jittered
         pause, within the patience (then StoreLockedError), as ``SessionDB``'s
-        writes are. ``work`` must therefore do nothing but its unit's work.
+        writes are. ``work`` must therefore do nothing but its unit's work
+        (and never commit the unit itself: with shared commits it runs inside
+        a transaction other calls share).
         """
+
+        if self.shared is not None:
+            if patience_s is not None:
+                patience_s = number_arg("patience_s", patience_s, minimum=0.0)
+            return self.shared.run(work, patience_s)
 
         def once() -> _T:
             with self.write(patience_s=patience_s) as uow:

@@ -61,6 +61,7 @@ from hermes_store.uow.failures import Failures
 from hermes_store.uow.orm import UnitSession, open_unit_session
 
 _UNSET = object()
+_SHARED_SAVEPOINT = "hermes_shared_call"
 
 
 class UnitOfWork:
@@ -338,6 +339,60 @@ class UnitOfWork:
             connection.rollback()
         if self._driver.in_transaction:
             self._driver_end("ROLLBACK")
+
+    # ------------------------------------------------------------------
+    # Savepoints of shared commits (hermes_store.uow.group): SQLite only, on the driver.
+    # ------------------------------------------------------------------
+    def flush_orm(self) -> None:
+        """Flush the ORM session's pending changes now and end it; the transaction stays open.
+
+        What a call sharing a transaction does at its end, so that its entities
+        are written inside its own savepoint, not in a later call's.
+        """
+        orm = self._orm
+        if orm is None:
+            return
+        self._orm = None
+        try:
+            self._flush_orm(orm)
+        finally:
+            _close_quietly(orm)
+
+    def savepoint(self) -> None:
+        """Open the savepoint one call of a shared transaction runs in."""
+        self._driver_statement(f"SAVEPOINT {_SHARED_SAVEPOINT}")
+
+    def release_savepoint(self) -> None:
+        """Keep what the call did: its savepoint merges into the transaction."""
+        self._driver_statement(f"RELEASE {_SHARED_SAVEPOINT}")
+
+    def release_failed_savepoint(self) -> bool:
+        """Undo the call that failed inside its savepoint; False if the transaction is gone.
+
+        SQLite ends the whole transaction on some errors (a full disk, an I/O
+        error): then there is no savepoint left to roll back to, and nothing
+        of the transaction will commit.
+        """
+        orm = self._orm
+        if orm is not None:  # its own savepoint is inside ours: ended first
+            self._orm = None
+            with contextlib.suppress(Exception):
+                orm.rollback()
+            _close_quietly(orm)
+        driver = self._driver
+        if driver is None or not driver.in_transaction:
+            return False
+        try:
+            driver.execute(f"ROLLBACK TO {_SHARED_SAVEPOINT}")
+            driver.execute(f"RELEASE {_SHARED_SAVEPOINT}")
+        except sqlite3.Error:
+            return False
+        return driver.in_transaction
+
+    def _driver_statement(self, statement: str) -> None:
+        if self._driver is None:
+            raise RuntimeError("shared commits run on SQLite units only")
+        self._driver_end(statement)
 
     def _flush_orm(self, orm: UnitSession) -> None:
         """Flush what the ORM session holds and release its SAVEPOINT; the unit commits.

@@ -1,0 +1,11 @@
+"""asyncio API: units of work and every ``SessionDB`` method as coroutines.
+
+Lock waits, flushes and queries run on worker threads of the store's own
+(:mod:`hermes_store.aio.offload`), never on the event loop; concurrent writes
+share commits (:mod:`hermes_store.uow.group`). See the README's "asyncio".
+"""
+
+from hermes_store.aio.session_db import AsyncSessionDB
+from hermes_store.aio.store import AsyncStore
+
+__all__ = ["AsyncSessionDB", "AsyncStore"]

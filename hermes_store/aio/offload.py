@@ -1,0 +1,90 @@
+"""Blocking calls run on worker threads of our own; the event loop only awaits them.
+
+Every lock wait, flush and query of :mod:`hermes_store.aio` runs here, never
+on the loop. Two rules make cancellation safe:
+
+* a call, once handed to a worker, runs to its end whatever happens to the
+  task that awaited it (``asyncio.shield``): a cancelled task's write is
+  still committed, or rolled back, as a whole -- never half -- and the
+  worker's connection is left clean for the next call;
+* calls given the same ``key`` (a session id) start in the order they were
+  made, each after the previous one has ended, so one session's messages
+  are stored in the order of its calls even when its tasks run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _retrieve(future: asyncio.Future[object]) -> None:
+    """Mark the outcome seen: a cancelled caller's error must not be logged as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
+class Offloader:
+    """A small pool of worker threads and the order of keyed calls.
+
+    SQLite writers serialise on the file's lock anyway (and, with shared
+    commits, several pool threads' writes share one transaction); readers
+    run in parallel, one connection per worker thread.
+    """
+
+    def __init__(self, max_workers: int = 8, name: str = "hermes-store-aio") -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name)
+        self._tails: dict[str, asyncio.Future[None]] = {}
+
+    async def call(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` on a worker thread; it runs to its end even if cancelled."""
+        loop = asyncio.get_running_loop()
+        inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        inner.add_done_callback(_retrieve)
+        return await asyncio.shield(inner)
+
+    async def ordered(
+        self, key: str, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """Like :meth:`call`, started only after the previous call with ``key`` has ended.
+
+        A task cancelled while it waits for its turn runs nothing (its call
+        never started); one cancelled after that leaves its call running, and
+        the next call with the key waits for it still.
+        """
+        loop = asyncio.get_running_loop()
+        previous = self._tails.get(key)
+        mine: asyncio.Future[None] = loop.create_future()
+        self._tails[key] = mine
+
+        def release(_done: object = None) -> None:
+            if not mine.done():
+                mine.set_result(None)
+            if self._tails.get(key) is mine:
+                del self._tails[key]
+
+        started = False
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.shield(previous)
+            inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+            started = True
+            inner.add_done_callback(_retrieve)
+            inner.add_done_callback(release)
+            return await asyncio.shield(inner)
+        finally:
+            if not started:
+                if previous is None or previous.done():
+                    release()
+                else:  # our turn passes to the next caller when the previous one ends
+                    previous.add_done_callback(release)
+
+    def shutdown(self) -> None:
+        """Stop the workers once the calls already handed to them have ended."""
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,324 @@
+"""Shared commits: concurrent writers of one process in one transaction, each in its savepoint.
+
+The groups are made deterministic by a first call that holds its group open
+until the others are queued behind it: they then share the next transaction.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_store import SessionDB, Store
+from hermes_store.errors import SessionNotFoundError, StoreLockedError
+from hermes_store.uow.group import SharedCommits
+from hermes_store.uow.unit import UnitOfWork
+
+pytestmark = pytest.mark.sqlite_only("shared commits are SQLite's; PostgreSQL passes through")
+
+HOLDER = Path(__file__).with_name("lock_holder.py")
+WORKER = Path(__file__).with_name("shared_worker.py")
+
+
+def _shared(store: Store) -> SharedCommits:
+    assert store.shared is not None
+    return store.shared
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+
+
+def _in_threads(calls: list[Callable[[], Any]]) -> tuple[list[Any], list[threading.Thread]]:
+    """Start each call on its own thread; its outcome (result or error) lands in the list."""
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(n: int) -> None:
+        try:
+            outcomes[n] = calls[n]()
+        except Exception as error:
+            outcomes[n] = error
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    return outcomes, threads
+
+
+def _grouped_behind_a_blocker(store: Store, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``calls`` while a first call holds its group: they share the next transaction."""
+    shared = _shared(store)
+    entered, release = threading.Event(), threading.Event()
+
+    def blocker(uow: UnitOfWork) -> str:
+        entered.set()  # inside its group: taken off the queue, holding the transaction
+        release.wait(30)
+        return uow.sessions.create("blocker", "cli")
+
+    first, first_threads = _in_threads([lambda: store.transact(blocker)])
+    assert entered.wait(30)
+    outcomes, threads = _in_threads(calls)
+    _until(lambda: shared.queued == len(calls), "the calls to queue behind the blocker")
+    release.set()
+    for thread in first_threads + threads:
+        thread.join(30)
+    assert not isinstance(first[0], Exception), first
+    return outcomes
+
+
+def _counts(path: Path, session_id: str) -> tuple[int, int, list[str]]:
+    raw = sqlite3.connect(path)
+    try:
+        (counter,) = raw.execute(
+            "SELECT message_count FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        contents = [
+            c
+            for (c,) in raw.execute(
+                "SELECT content FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
+            )
+        ]
+    finally:
+        raw.close()
+    return counter, len(contents), contents
+
+
+def test_calls_queued_during_a_commit_share_the_next_transaction(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    for n in range(6):
+        db.create_session(f"s{n}", "cli")
+    shared = _shared(db.store)
+    groups_before, calls_before = shared.groups, shared.calls
+    outcomes = _grouped_behind_a_blocker(
+        db.store, [lambda n=n: db.append_message(f"s{n}", "user", f"hello {n}") for n in range(6)]
+    )
+    assert all(isinstance(message_id, int) for message_id in outcomes)
+    # The blocker's group, then one group holding all six appends.
+    assert shared.groups - groups_before == 2
+    assert shared.calls - calls_before == 7
+    for n in range(6):
+        assert _counts(db_path, f"s{n}") == (1, 1, [f"hello {n}"])
+    db.close()
+
+
+def test_a_failing_call_in_a_group_undoes_only_itself(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    db.create_session("b", "cli")
+    store = db.store
+
+    def append_then_fail(uow: UnitOfWork) -> None:
+        uow.messages.append("a", "user", "undone")
+        raise ValueError("the caller's own bug")
+
+    outcomes = _grouped_behind_a_blocker(
+        store,
+        [
+            lambda: db.append_message("a", "user", "kept 1"),
+            lambda: store.transact(append_then_fail),
+            lambda: db.append_message("missing", "user", "nowhere"),
+            lambda: db.append_message("b", "user", "kept 2"),
+            lambda: db.set_session_title("b", "x" * 1000),  # too long: refused
+        ],
+    )
+    assert isinstance(outcomes[0], int) and isinstance(outcomes[3], int)
+    assert isinstance(outcomes[1], ValueError) and "own bug" in str(outcomes[1])
+    assert isinstance(outcomes[2], SessionNotFoundError)
+    assert isinstance(outcomes[4], ValueError)
+    assert _counts(db_path, "a") == (1, 1, ["kept 1"])
+    assert _counts(db_path, "b") == (1, 1, ["kept 2"])
+    assert db.get_session("b")["title"] is None  # type: ignore[index]
+    assert db.message_count() == 2
+    db.close()
+
+
+def test_a_failing_first_call_leaves_the_rest_to_the_next_group(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    outcomes = _grouped_behind_a_blocker(
+        db.store,
+        [
+            lambda: db.append_message("missing", "user", "x"),
+            lambda: db.append_message("a", "user", "after the failure"),
+        ],
+    )
+    assert isinstance(outcomes[0], SessionNotFoundError)
+    assert isinstance(outcomes[1], int)
+    assert _counts(db_path, "a") == (1, 1, ["after the failure"])
+    db.close()
+
+
+def test_a_database_error_inside_a_group_undoes_only_its_call(db_path: Path) -> None:
+    """A constraint the database itself enforces, first in its group and later in one."""
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    store = db.store
+
+    def duplicate(uow: UnitOfWork) -> None:
+        uow.messages.append("a", "user", "undone with its call")
+        uow.connection.exec_driver_sql(
+            "INSERT INTO sessions (id, source, started_at) VALUES ('a', 'cli', 0)"
+        )
+
+    outcomes = _grouped_behind_a_blocker(
+        store,
+        [
+            lambda: store.transact(duplicate),  # first in the group: no savepoint
+            lambda: db.append_message("a", "user", "kept 1"),
+            lambda: store.transact(duplicate),  # inside a savepoint
+            lambda: db.append_message("a", "user", "kept 2"),
+        ],
+    )
+    assert isinstance(outcomes[0], Exception) and isinstance(outcomes[2], Exception)
+    assert "UNIQUE" in str(outcomes[0]) or "unique" in str(outcomes[0]).lower()
+    assert isinstance(outcomes[1], int) and isinstance(outcomes[3], int)
+    assert _counts(db_path, "a") == (2, 2, ["kept 1", "kept 2"])
+    db.close()
+
+
+def test_a_child_forked_while_a_call_leads_writes_on_its_own(db_path: Path) -> None:
+    """The parent's leader and queue stay in the parent: the child's writes are not stuck.
+
+    The parent's leader is waiting for another process's lock when the child is
+    forked (a parent connection *holding* the lock at the fork would keep it
+    held in the child's SQLite bookkeeping: the fork rules, not ours).
+    """
+    from .forked import run_forked
+
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    shared = _shared(db.store)
+    holder = subprocess.Popen(
+        [sys.executable, str(HOLDER), str(db_path), "1"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        first, threads = _in_threads([lambda: db.append_message("a", "user", "from the parent")])
+        _until(lambda: shared.leading, "the parent's call to lead")
+        kind, value = run_forked(lambda: db.append_message("a", "user", "from the child"))
+        for thread in threads:
+            thread.join(30)
+    finally:
+        holder.wait(30)
+    assert kind == "ok" and isinstance(value, int), (kind, value)
+    assert isinstance(first[0], int)
+    counter, real, contents = _counts(db_path, "a")
+    assert counter == real == 2 and sorted(contents) == ["from the child", "from the parent"]
+    db.close()
+
+
+def test_a_writer_alone_commits_each_call_at_once(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("s", "cli")
+    shared = _shared(db.store)
+    groups, calls = shared.groups, shared.calls
+    for n in range(5):
+        db.append_message("s", "user", f"m{n}")
+        # Visible to another connection as soon as the call returned: committed.
+        assert _counts(db_path, "s")[1] == n + 1
+    assert (shared.groups - groups, shared.calls - calls) == (5, 5)
+    db.close()
+
+
+def test_threads_keep_each_sessions_order_and_exact_counters(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    writers, appends = 6, 25
+    for n in range(writers):
+        db.create_session(f"t{n}", "cli")
+    db.create_session("common", "cli")
+
+    def write(n: int) -> None:
+        for k in range(appends):
+            db.append_message(f"t{n}", "user", f"{k}")
+            db.append_messages("common", [{"role": "user", "content": f"{n}:{k}"}])
+
+    outcomes, threads = _in_threads([lambda n=n: write(n) for n in range(writers)])
+    for thread in threads:
+        thread.join(120)
+    assert outcomes == [None] * writers
+    for n in range(writers):
+        assert _counts(db_path, f"t{n}") == (appends, appends, [str(k) for k in range(appends)])
+    counter, real, contents = _counts(db_path, "common")
+    assert counter == real == writers * appends
+    for n in range(writers):  # each thread's own calls stay in its order
+        mine = [c for c in contents if c.startswith(f"{n}:")]
+        assert mine == [f"{n}:{k}" for k in range(appends)]
+    db.close()
+
+
+def test_a_queued_call_out_of_patience_writes_nothing(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("s", "cli")
+    store = db.store
+    holder = subprocess.Popen(
+        [sys.executable, str(HOLDER), str(db_path), "1.5"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        shared = _shared(store)
+        # The first call leads and waits for the other process's lock (patience 30 s) ...
+        first, first_threads = _in_threads([lambda: db.append_message("s", "user", "patient")])
+        _until(lambda: shared.leading, "the first call to lead")
+        # ... the second queues behind it with a patience that runs out first.
+        second, second_threads = _in_threads(
+            [
+                lambda: store.transact(
+                    lambda uow: uow.messages.append("s", "user", "impatient"), patience_s=0.2
+                )
+            ]
+        )
+        for thread in second_threads:
+            thread.join(30)
+        assert isinstance(second[0], StoreLockedError)
+        for thread in first_threads:
+            thread.join(30)
+        assert isinstance(first[0], int)
+    finally:
+        holder.wait(30)
+    assert _counts(db_path, "s") == (1, 1, ["patient"])
+    db.close()
+
+
+@pytest.mark.parametrize("mode", ["threads", "tasks"])
+def test_sigkill_mid_group_loses_nothing_acknowledged(db_path: Path, mode: str) -> None:
+    rng = random.Random(20261203)
+    acknowledged: list[list[int]] = []
+    for round_ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(db_path), f"r{round_}", mode, "4", "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.2, 0.5))
+        proc.send_signal(signal.SIGKILL)
+        out, _err = proc.communicate(timeout=60)
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 4:  # a line the kill cut short was not an acknowledgement
+                acknowledged.append([int(p) for p in parts[1:]])
+    assert len(acknowledged) >= 3, "the writers must have committed turns"
+    raw = sqlite3.connect(db_path)
+    assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    present = {row[0] for row in raw.execute("SELECT id FROM messages")}
+    assert [ids for ids in acknowledged if not set(ids) <= present] == []
+    for session_id, counter in raw.execute("SELECT id, message_count FROM sessions"):
+        (real,) = raw.execute(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        assert counter == real and real % 3 == 0, session_id  # whole turns only
+    raw.close()
