@@ -18,13 +18,13 @@ import asyncio
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-def _retrieve(future: asyncio.Future[object]) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark the outcome seen: a cancelled caller's error must not be logged as lost."""
     if not future.cancelled():
         future.exception()

@@ -20,7 +20,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from hermes_store.aio.offload import Offloader
 from hermes_store.api.session_db import SessionDB
@@ -367,7 +367,7 @@ class AsyncSessionDB:
     async def _rows(self, rows: Any) -> AsyncIterator[dict[str, Any]]:
         try:
             while (row := await self._offload.call(next, rows, _END)) is not _END:
-                yield row
+                yield cast(dict[str, Any], row)
         finally:
             await self._offload.call(rows.close)
 
