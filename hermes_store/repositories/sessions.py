@@ -166,10 +166,21 @@ _SET_USAGE = _by_id().values(
     **_LABELS,
 )
 _TITLE_OWNER = "SELECT id FROM sessions WHERE title = :p_title AND id != :p_id"
-_TITLE_FAMILY = (
-    "SELECT id, title, started_at FROM sessions "
-    "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
-)
+# The sessions of a lineage: titled ``base`` or ``base #<anything>``. On SQLite the titles
+# starting with ``base #`` are exactly those in [``base #``, ``base $``) ('$' follows '#';
+# BINARY collation compares the UTF-8 bytes), a range the unique title index answers in a
+# few pages, where LIKE (case-folding, so no index) scanned every session. PostgreSQL sorts
+# by the database's collation, where such a range is no prefix test: LIKE stays there.
+_TITLE_FAMILY = {
+    "sqlite": (
+        "SELECT id, title, started_at FROM sessions "
+        "WHERE title = :p_base OR (title >= :p_low AND title < :p_high)"
+    ),
+    "postgresql": (
+        "SELECT id, title, started_at FROM sessions "
+        "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
+    ),
+}
 _ORPHAN_CHILDREN = (
     sql_update(S).where(S.c.parent_session_id == _p("id")).values(parent_session_id=None)
 )
@@ -259,7 +270,8 @@ class _Reads:
     all: Prepared
     count: Any
     title_owner: Any
-    title_family: Any
+    title_family: dict[str, Any]
+    """By dialect (see ``_TITLE_FAMILY``)."""
     ancestors: Any
     descendants: Any
     tokens_by_model: Any
@@ -309,7 +321,7 @@ def _reads_for(layout: Layout) -> _Reads:
         all=Prepared(sourced(_ALL)),
         count=sourced(_COUNT),
         title_owner=read(_TITLE_OWNER),
-        title_family=read(_TITLE_FAMILY),
+        title_family={dialect: read(sql) for dialect, sql in _TITLE_FAMILY.items()},
         ancestors=read(_ANCESTORS),
         descendants=read(_DESCENDANTS),
         tokens_by_model=read(_TOKENS_BY_MODEL),
@@ -765,9 +777,14 @@ class SessionRepository:
         return next_in_lineage(base, (row["title"] for row in self._title_family(base)))
 
     def _title_family(self, base: str) -> list[dict[str, Any]]:
-        """Sessions titled ``base`` or ``base #<anything>`` (LIKE wildcards in base escaped)."""
-        escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self._c.execute(self._r.title_family, {"p_base": base, "p_pattern": f"{escaped} #%"})
+        """Sessions titled ``base`` or ``base #<anything>`` (case-sensitive, as the numbering)."""
+        dialect = self._c.dialect.name
+        if dialect == "sqlite":
+            params = {"p_base": base, "p_low": f"{base} #", "p_high": f"{base} $"}
+        else:  # LIKE wildcards in base escaped
+            escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            params = {"p_base": base, "p_pattern": f"{escaped} #%"}
+        rows = self._c.execute(self._r.title_family[dialect], params)
         return [dict(row) for row in rows.mappings()]
 
     # -- documented queries ---------------------------------------------

@@ -121,6 +121,37 @@ class Session(Base):
         Index("idx_sessions_source", "source"),
         Index("idx_sessions_parent", "parent_session_id"),
         Index("idx_sessions_started", text("started_at DESC")),
+        # Revision 0010's (issue #19): a listing page at any offset, the usage report.
+        # Its fourth, on input_tokens + output_tokens, is spelled per backend there.
+        Index(
+            "idx_sessions_listing",
+            text("started_at DESC"),
+            "parent_session_id",
+            "source",
+            "id",
+        ),
+        Index(
+            "idx_sessions_source_listing",
+            "source",
+            text("started_at DESC"),
+            "parent_session_id",
+            "id",
+        ),
+        Index(
+            "idx_sessions_title_family",
+            "title",
+            "started_at",
+            "id",
+            sqlite_where=text("title IS NOT NULL"),
+            postgresql_where=text("title IS NOT NULL"),
+        ),
+        Index(
+            "idx_sessions_usage",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "estimated_cost_usd",
+        ),
         Index(
             "idx_sessions_title_unique",
             "title",
