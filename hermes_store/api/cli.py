@@ -865,14 +865,20 @@ def prune(
     as_json: JsonOption = False,
 ) -> None:
     """Delete ended sessions older than N days; their children are kept, as roots."""
-    with _open(_target(db, url, patience)) as store, store.write() as uow:
-        # The repository picks the sessions (one rule for both modes); they are listed
-        # and, for a real run, deleted -- in one write transaction.
-        doomed = uow.sessions.prunable(older_than, source)
-        found = (uow.sessions.get(i) for i in doomed)
-        rows = [session.as_dict() for session in found if session is not None]
+    from hermes_store.uow.pruning import prune_in_batches
+
+    with _open(_target(db, url, patience)) as store:
+        # The repository picks the sessions (one rule for both modes) and they are listed;
+        # a real run then deletes them in short batches, as SessionDB.prune_sessions does,
+        # so the agents writing to the file meanwhile wait for one batch at most.
         if not dry_run:
-            uow.sessions.prune(older_than, source)
+            store.refuse_if_read_only()
+        with store.read() as uow:
+            doomed = uow.sessions.prunable(older_than, source)
+            found = (uow.sessions.get(i) for i in doomed)
+            rows = [session.as_dict() for session in found if session is not None]
+        if not dry_run:
+            prune_in_batches(store, older_than, source)
     if as_json:
         render.write_json({"dry_run": dry_run, "sessions": rows})
         return

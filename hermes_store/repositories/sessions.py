@@ -365,6 +365,28 @@ _PRUNE_MESSAGES = _sourced(
     f"DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE {_PRUNABLE})"
 )
 _PRUNE_SESSIONS = _sourced(f"DELETE FROM sessions WHERE {_PRUNABLE}")
+# Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable sessions
+# oldest first with their message counts (to size the batches); a batch deletes those of
+# its ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
+_PRUNE_PLAN = _sourced(
+    f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
+)
+_BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
+
+
+def _batch(sql: str) -> Any:
+    return _sourced(sql).bindparams(bindparam("p_ids", expanding=True))
+
+
+_PRUNE_BATCH = (
+    _batch(
+        f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({_BATCH_DOOMED})"
+    ),
+    _batch(f"DELETE FROM messages WHERE session_id IN ({_BATCH_DOOMED})"),
+)
+_PRUNE_BATCH_SESSIONS = _batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}")
+_GUARD_CHUNK = 500
+"""Ids per statement of the broken-delete check (SQLite's limit on bound variables)."""
 
 
 def _overflow(stored: dict[str, Any], usage: dict[str, Any]) -> InvalidInputError:
@@ -631,7 +653,10 @@ class SessionRepository:
     def prune(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions started more than N days ago; how many went.
 
-        Their children are orphaned (they become roots), not deleted.
+        Their children are orphaned (they become roots), not deleted. All of
+        it in the unit's one transaction: at 40,000 sessions that holds the
+        write lock for minutes; ``SessionDB.prune_sessions`` prunes in short
+        batches instead (:mod:`hermes_store.uow.pruning`).
         """
         params = self._prune_params(older_than_days, source)
         doomed = list(self._c.execute(_PRUNE_IDS, params).scalars())
@@ -643,6 +668,44 @@ class SessionRepository:
             if self._r.system_prompts:
                 self._c.execute(_DROP_UNUSED_PROMPTS)
         return len(doomed)
+
+    def prune_plan(
+        self, older_than_days: float = 90, source: str | None = None
+    ) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+        """What a prune in batches deletes: its fixed cutoff and the sessions, oldest first.
+
+        The cutoff (``params``) is computed once, here, so every batch and the
+        final sweep judge by the same instant as a one-transaction prune would.
+        Each session comes with its stored message count, which sizes the
+        batches. A file whose triggers would make deleting messages fail
+        (agent v10) is refused here, before any batch deletes anything.
+        """
+        params = self._prune_params(older_than_days, source)
+        return params, self.prune_candidates(params)
+
+    def prune_candidates(self, params: dict[str, Any]) -> list[tuple[str, int]]:
+        """The sessions prunable under ``params`` (from :meth:`prune_plan`) now, oldest first."""
+        found = [(row[0], int(row[1])) for row in self._c.execute(_PRUNE_PLAN, params)]
+        for start in range(0, len(found), _GUARD_CHUNK):
+            chunk = [session_id for session_id, _ in found[start : start + _GUARD_CHUNK]]
+            refuse_broken_deletes(self._c, self._layout, chunk)
+        return found
+
+    def prune_batch(self, session_ids: Sequence[str], params: dict[str, Any]) -> int:
+        """Delete those of ``session_ids`` still prunable under ``params``; how many went.
+
+        The same three steps as :meth:`prune` for a few sessions: their
+        children orphaned, their messages deleted, then the sessions.
+        """
+        if not session_ids:
+            return 0
+        batch = {**params, "p_ids": list(session_ids)}
+        for statement in _PRUNE_BATCH:
+            self._c.execute(statement, batch)
+        deleted = self._c.execute(_PRUNE_BATCH_SESSIONS, batch).rowcount
+        if deleted and self._r.system_prompts:
+            self._c.execute(_DROP_UNUSED_PROMPTS)
+        return int(deleted)
 
     def _prompt_by_hash(self, prompt: str | None) -> dict[str, Any]:
         """Keep ``prompt`` in ``system_prompts``; the row then holds its hash, not the text."""
