@@ -976,6 +976,56 @@ def check(
         raise typer.Exit(1)
 
 
+@app.command()
+def optimize(
+    no_vacuum: Annotated[
+        bool,
+        typer.Option("--no-vacuum", help="Only merge the search indexes; keep the file's size."),
+    ] = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Give space back: merge the search indexes (FTS optimize), then VACUUM the file.
+
+    VACUUM holds the write lock while it rewrites the file (a minute or more
+    on a multi-gigabyte file): agents writing meanwhile wait, and give up
+    after their own patience. Run it while they are idle, or use --no-vacuum.
+    """
+    from hermes_store.tools.optimize import optimize as run_optimize
+
+    target = _target(db, url, patience)
+    path = target.path
+    if path is None:
+        raise CliError(
+            "optimize works on SQLite files; on PostgreSQL run VACUUM (and, if you want "
+            "statistics, ANALYZE) on the database itself"
+        )
+    with _open(target) as store, store.read() as uow:  # brought to the head, its layout read
+        layout = uow.layout
+    report = run_optimize(path, layout, vacuum=not no_vacuum, patience_s=store.policy.patience_s)
+    if as_json:
+        render.write_json(report.as_dict())
+        return
+    out.print(Text(f"{path}: {report.before_bytes / 1e6:,.1f} MB before"))
+    for step in report.steps:
+        out.print(
+            Text(
+                f"  {step.name}: {step.seconds:.1f} s, file {step.file_bytes / 1e6:,.1f} MB, "
+                f"free {step.free_bytes / 1e6:,.1f} MB"
+            )
+        )
+    for note in report.notes:
+        out.print(Text(f"  note: {note}"))
+    out.print(
+        Text(
+            f"{report.after_bytes / 1e6:,.1f} MB after: "
+            f"{report.given_back_bytes / 1e6:,.1f} MB given back"
+        )
+    )
+
+
 @app.command("backup")
 def backup_(
     to: Annotated[
