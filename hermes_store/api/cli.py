@@ -204,7 +204,7 @@ def _reader(target: Target) -> Iterator[SessionDB]:
 
 
 def _state(store: Store) -> tuple[int | None, str | None]:
-    from hermes_store.schema.migrate import read_state
+    from hermes_store.schema.state import read_state
 
     with store.read() as uow:
         return read_state(uow.connection)
@@ -247,7 +247,7 @@ def current(
     as_json: JsonOption = False,
 ) -> None:
     """Print the schema version and the Alembic revision of the store (changes nothing)."""
-    from hermes_store.schema.migrate import HEAD_REVISION
+    from hermes_store.schema.state import HEAD_REVISION  # not migrate: no Alembic to start
 
     target = _target(db, url, patience)
     with _open(target, read_only=True) as store:

@@ -26,8 +26,6 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import update as sql_update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
@@ -283,17 +281,28 @@ class _Reads:
     """Prompts are kept in ``system_prompts`` by hash (the agent's v25 files)."""
 
 
-def _insert_if_absent(writable: Any) -> dict[str, Any]:
-    """The old code's INSERT OR IGNORE as both backends take it.
+class _InsertIfAbsent(dict[str, Any]):
+    """The old code's INSERT OR IGNORE as each backend takes it, built on first use.
 
     A second create of an id changes nothing, even when two writers race:
     PostgreSQL's READ COMMITTED lets both pass an existence check, and the
-    primary key then decides without an error.
+    primary key then decides without an error. Built per dialect when first
+    asked for, so a process that only opens SQLite files never imports the
+    PostgreSQL dialect (the command line's start-up).
     """
-    return {
-        "sqlite": sqlite_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
-        "postgresql": pg_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
-    }
+
+    def __init__(self, writable: Any) -> None:
+        super().__init__()
+        self._writable = writable
+
+    def __missing__(self, dialect: str) -> Any:
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        statement = dialect_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
+        self[dialect] = statement
+        return statement
 
 
 @lru_cache(maxsize=16)
@@ -327,7 +336,7 @@ def _reads_for(layout: Layout) -> _Reads:
         tokens_by_model=read(_TOKENS_BY_MODEL),
         top_by_tokens=read(_TOP_BY_TOKENS),
         insert=insert(writable),
-        insert_if_absent=_insert_if_absent(writable),
+        insert_if_absent=_InsertIfAbsent(writable),
         system_prompts=layout.system_prompts,
     )
 

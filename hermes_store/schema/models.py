@@ -19,8 +19,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import REAL, BigInteger, ForeignKey, Index, Integer, Text, text
-from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
+# The generic DOUBLE_PRECISION, not the PostgreSQL dialect's: same DDL there, and a
+# program that only opens SQLite files never imports that dialect (CLI start-up).
+from sqlalchemy import DOUBLE_PRECISION, REAL, BigInteger, ForeignKey, Index, Integer, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, WriteOnlyMapped, mapped_column, relationship
 
 from hermes_store.schema.types import JSONText
