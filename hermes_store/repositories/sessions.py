@@ -330,7 +330,7 @@ def _reads_for(layout: Layout) -> _Reads:
         all=Prepared(sourced(_ALL)),
         count=sourced(_COUNT),
         title_owner=read(_TITLE_OWNER),
-        title_family={dialect: read(sql) for dialect, sql in _TITLE_FAMILY.items()},
+        title_family={dialect: Prepared(read(sql)) for dialect, sql in _TITLE_FAMILY.items()},
         ancestors=read(_ANCESTORS),
         descendants=read(_DESCENDANTS),
         tokens_by_model=read(_TOKENS_BY_MODEL),
@@ -836,9 +836,9 @@ class SessionRepository:
         """The newest session of the lineage: "T #3" beats "T #2" beats "T"."""
         text_arg("title", title)
         ranked = [
-            (number, row["started_at"], row["id"])
-            for row in self._title_family(title)
-            if (number := lineage_number(row["title"], title)) is not None
+            (number, started_at, session_id)
+            for session_id, stored, started_at in self._title_family(title)
+            if (number := lineage_number(stored, title)) is not None
         ]
         return max(ranked)[2] if ranked else None
 
@@ -846,18 +846,22 @@ class SessionRepository:
         """ "Fix Docker Build" -> "Fix Docker Build #2" (or the next free number)."""
         text_arg("base_title", base_title)
         base = lineage_base(base_title)
-        return next_in_lineage(base, (row["title"] for row in self._title_family(base)))
+        return next_in_lineage(base, (stored for _, stored, _ in self._title_family(base)))
 
-    def _title_family(self, base: str) -> list[dict[str, Any]]:
-        """Sessions titled ``base`` or ``base #<anything>`` (case-sensitive, as the numbering)."""
+    def _title_family(self, base: str) -> list[tuple[str, str, float]]:
+        """(id, title, started_at) of the sessions titled ``base`` or ``base #<anything>``.
+
+        Case-sensitive, as the numbering is; plain tuples, since a lineage of a
+        cron job's sessions runs to thousands of rows.
+        """
         dialect = self._c.dialect.name
         if dialect == "sqlite":
             params = {"p_base": base, "p_low": f"{base} #", "p_high": f"{base} $"}
         else:  # LIKE wildcards in base escaped
             escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             params = {"p_base": base, "p_pattern": f"{escaped} #%"}
-        rows = self._c.execute(self._r.title_family[dialect], params)
-        return [dict(row) for row in rows.mappings()]
+        rows = self._r.title_family[dialect].rows(self._c, params)
+        return [(row[0], row[1], row[2]) for row in rows]
 
     # -- documented queries ---------------------------------------------
     def ancestors(self, session_id: str) -> list[LineageEntry]:
