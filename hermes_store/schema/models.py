@@ -144,7 +144,6 @@ class Session(Base):
             "started_at",
             "id",
             sqlite_where=text("title IS NOT NULL"),
-            postgresql_where=text("title IS NOT NULL"),
         ),
         Index(
             "idx_sessions_usage",
@@ -153,12 +152,15 @@ class Session(Base):
             "output_tokens",
             "estimated_cost_usd",
         ),
+        # The partial indexes say their WHERE for SQLite only: a ``postgresql_where``
+        # here would import the PostgreSQL dialect into every process at start-up (its
+        # keyword arguments are checked against the dialect). The revisions write both
+        # backends' DDL themselves; nothing builds tables from these models.
         Index(
             "idx_sessions_title_unique",
             "title",
             unique=True,
             sqlite_where=text("title IS NOT NULL"),
-            postgresql_where=text("title IS NOT NULL"),
         ),
     )
 
