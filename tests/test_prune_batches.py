@@ -173,3 +173,50 @@ def test_another_process_commits_between_batches(tmp_path: Path) -> None:
         assert [m["content"] for m in db.get_messages("written_meanwhile")] == [
             "written between two batches"
         ]
+
+
+def test_a_session_bigger_than_a_batch_is_emptied_in_slices_its_counters_following(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    with SessionDB(path, clock=lambda: NOW - 40 * DAY) as db:
+        for session_id in ("big", "resumed"):
+            db.create_session(session_id, "cli")
+            db.append_messages(
+                session_id,
+                [
+                    {
+                        "role": "assistant",
+                        "content": f"nebula step {n}",
+                        "tool_calls": [{"id": f"c{n}"}, {"id": f"d{n}"}] if n % 3 == 0 else None,
+                    }
+                    for n in range(60)
+                ],
+            )
+            db.end_session(session_id, "done")
+    store = Store(path, clock=lambda: NOW)
+    try:
+        with store.read() as uow:
+            params, plan = uow.sessions.prune_plan(30, None)
+        assert sorted(plan) == [("big", 60), ("resumed", 60)]
+
+        assert store.transact(lambda uow: uow.sessions.prune_slice("big", params, 25)) == 25
+        assert _contents(path)["miscounted"] == []  # message_count is 35 now, and right
+        with SessionDB(path) as db:
+            big = db.get_session("big")
+            assert big is not None and big["message_count"] == 35
+            assert big["tool_call_count"] == 2 * len([n for n in range(25, 60) if n % 3 == 0])
+            assert db.get_messages("big")[0]["content"] == "nebula step 25"  # oldest went first
+
+        assert store.transact(lambda uow: uow.sessions.prune_slice("resumed", params, 10)) == 10
+        with SessionDB(path, clock=lambda: NOW) as db:
+            db.reopen_session("resumed")  # no longer prunable: the next slice leaves it
+        assert store.transact(lambda uow: uow.sessions.prune_slice("resumed", params, 10)) == 0
+
+        assert prune_in_batches(store, 30, None, first_budget=20, pause_s=0) == 1
+    finally:
+        store.close()
+    kept = _contents(path)  # FTS integrity-checked in there
+    assert kept["miscounted"] == []
+    assert [row[0] for row in kept["sessions"]] == ["resumed"]
+    assert len(kept["messages"]) == 50

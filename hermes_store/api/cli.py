@@ -22,24 +22,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 from sqlalchemy import select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.types import REAL, Integer
 
-from hermes_store.api import cli_render as render
 from hermes_store.api.session_db import JSON_MESSAGE_FIELDS, SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
@@ -51,6 +43,26 @@ from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.schema.state import Ladder, ladder_of
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from hermes_store.api import cli_render as render
+else:
+
+    class _Render:
+        """:mod:`.cli_render` (tables, trees), imported when a command first renders one.
+
+        ``current`` prints three lines and ``--json`` prints JSON: neither needs
+        rich's tables, whose import is a good part of a short command's start-up.
+        """
+
+        def __getattr__(self, name: str) -> Any:
+            from hermes_store.api import cli_render
+
+            return getattr(cli_render, name)
+
+    render = _Render()
 
 PIPED_WIDTH = 160
 """Width of tables written to a pipe or file, where rich would otherwise assume 80 columns."""
@@ -446,6 +458,14 @@ def stats(
 # export / import
 # ----------------------------------------------------------------------
 def _progress() -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),

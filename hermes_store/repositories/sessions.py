@@ -40,6 +40,7 @@ from hermes_store.domain.arguments import (
     number_arg,
     text_arg,
 )
+from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.domain.records import LineageEntry, ModelUsage, SessionRecord, TopSession
 from hermes_store.domain.titles import clean_title, lineage_base, lineage_number, next_in_lineage
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
@@ -394,6 +395,16 @@ _PRUNE_BATCH = (
     _batch(f"DELETE FROM messages WHERE session_id IN ({_BATCH_DOOMED})"),
 )
 _PRUNE_BATCH_SESSIONS = _batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}")
+# A session too big for one batch is emptied a slice at a time first (oldest messages
+# first), its counters following each slice, while it is still prunable.
+_TRIM_SLICE = _sourced(
+    "SELECT m.id, m.tool_calls FROM messages m WHERE m.session_id = :p_id "
+    f"AND EXISTS (SELECT 1 FROM sessions WHERE id = :p_id AND {_PRUNABLE}) "
+    "ORDER BY m.id LIMIT :p_limit"
+)
+_DELETE_MESSAGE_IDS = text("DELETE FROM messages WHERE id IN :p_ids").bindparams(
+    bindparam("p_ids", expanding=True)
+)
 _GUARD_CHUNK = 500
 """Ids per statement of the broken-delete check (SQLite's limit on bound variables)."""
 
@@ -715,6 +726,23 @@ class SessionRepository:
         if deleted and self._r.system_prompts:
             self._c.execute(_DROP_UNUSED_PROMPTS)
         return int(deleted)
+
+    def prune_slice(self, session_id: str, params: dict[str, Any], limit: int) -> int:
+        """Delete up to ``limit`` of a still-prunable session's oldest messages; how many went.
+
+        For a session bigger than a batch (see :mod:`hermes_store.uow.pruning`):
+        its message and tool-call counters drop with the rows, so they agree
+        with what is left after every commit; the session itself goes with its
+        last messages in :meth:`prune_batch`.
+        """
+        sliced = self._c.execute(_TRIM_SLICE, {**params, "p_id": session_id, "p_limit": limit})
+        rows = sliced.all()
+        if not rows:
+            return 0
+        calls = sum(stored_tool_call_total(raw) for _, raw in rows if raw)
+        self._c.execute(_DELETE_MESSAGE_IDS, {"p_ids": [row[0] for row in rows]})
+        self._bump_counters(session_id, -len(rows), -calls)
+        return len(rows)
 
     def _prompt_by_hash(self, prompt: str | None) -> dict[str, Any]:
         """Keep ``prompt`` in ``system_prompts``; the row then holds its hash, not the text."""

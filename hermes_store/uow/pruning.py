@@ -12,6 +12,11 @@ cut into batches, each its own write unit of work:
 * a batch takes sessions until their messages reach a budget, deletes those
   still prunable (a session reopened meanwhile stays), and commits; the
   budget follows the time the last batch took, aiming at ``target_s``;
+* a session with more messages than the budget is first emptied in slices of
+  its oldest messages, one transaction each, its counters lowered with every
+  slice (so they always agree with the rows); then it goes like any other.
+  A session reopened while it is being emptied is left alone from then on --
+  without the messages already deleted: the prune was asked for them;
 * after each commit the pruner pauses ``pause_s`` before taking the lock
   again. SQLite has no queue for its lock: a waiting writer polls from its
   busy handler (every 25-50 ms after the first ~100 ms), so a pruner that
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from hermes_store.uow.store import Store
 
@@ -68,6 +74,8 @@ def prune_in_batches(
         while position < len(pending):
             batch = _take(pending, position, budget)
             position += len(batch)
+            if len(batch) == 1 and pending[position - 1][1] > budget:
+                budget = _empty_in_slices(store, batch[0], params, budget, target_s, pause_s)
             started = time.monotonic()
             deleted += store.transact(lambda uow, ids=batch: uow.sessions.prune_batch(ids, params))
             budget = _next_budget(budget, time.monotonic() - started, target_s)
@@ -78,6 +86,28 @@ def prune_in_batches(
         with store.read() as uow:  # the stragglers: prunable now under the same cutoff
             pending = uow.sessions.prune_candidates(params)
     return deleted
+
+
+def _empty_in_slices(
+    store: Store,
+    session_id: str,
+    params: dict[str, Any],
+    budget: int,
+    target_s: float,
+    pause_s: float,
+) -> int:
+    """Delete a big session's messages a budget at a time; the budget it ends with."""
+    while True:
+        started = time.monotonic()
+        removed = store.transact(
+            lambda uow, limit=budget: uow.sessions.prune_slice(session_id, params, limit)
+        )
+        elapsed = time.monotonic() - started
+        if removed < budget:
+            return budget
+        budget = _next_budget(budget, elapsed, target_s)
+        if pause_s > 0:
+            time.sleep(pause_s)
 
 
 def _take(pending: Sequence[tuple[str, int]], position: int, budget: int) -> list[str]:
