@@ -23,6 +23,7 @@ import heapq
 import json
 import os
 import random
+import shutil
 import sqlite3
 import sys
 import time
@@ -303,6 +304,51 @@ def verify(path: Path, template: Path) -> list[str]:
 # ----------------------------------------------------------------------
 # the cache
 # ----------------------------------------------------------------------
+def upgrade_kept(spec: FieldSpec, template: Path, path: Path, log: Log) -> dict[str, Any] | None:
+    """A corpus of an older schema brought to the head by the store's own revisions, or None.
+
+    A revision that only adds indexes changes the schema hash; rebuilding a
+    million messages for that costs ten minutes. Instead a *copy* of the kept
+    file of the same rows (never the file itself: other worktrees may share
+    it by hard link) is opened by the store, which migrates it, and kept if
+    its ``sqlite_master`` then equals a fresh store file's -- the same check
+    a built corpus passes. A revision that changes rows or search indexes in a
+    way the copy cannot follow fails that check and the corpus is rebuilt.
+    """
+    from hermes_store import SessionDB
+
+    for old in sorted(WORK.glob(f"{spec.key}-*.json")):
+        source = old.with_suffix(".db")
+        if not source.exists() or source == path:
+            continue
+        partial = WORK / f"{path.stem}.partial.db"
+        log(f"  upgrading a copy of {source.name} to the current schema")
+        started = time.perf_counter()
+        shutil.copyfile(source, partial)
+        SessionDB(partial).close()
+        if schema_of(partial) != schema_of(template):
+            log("  the upgraded copy's schema differs from a fresh store file: rebuilding")
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{partial}{suffix}").unlink(missing_ok=True)
+            return None
+        connection = sqlite3.connect(partial)
+        try:  # everything into the main file: only that one is renamed
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            connection.close()
+        partial.rename(path)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{partial}{suffix}").unlink(missing_ok=True)
+        facts = json.loads(old.read_text(encoding="utf-8"))
+        facts["schema_hash"] = path.stem.rsplit("-", 1)[1]
+        facts["upgraded_from"] = source.stem.rsplit("-", 1)[1]
+        facts["file_bytes"] = path.stat().st_size
+        facts["timings_s"]["upgrade_s"] = round(time.perf_counter() - started, 1)
+        log(f"  upgraded in {facts['timings_s']['upgrade_s']}s")
+        return facts
+    return None
+
+
 def ensure(
     spec: FieldSpec, *, rebuild: bool = False, log: Log = _log
 ) -> tuple[Path, dict[str, Any]]:
@@ -314,6 +360,9 @@ def ensure(
         path, facts_path = WORK / f"{name}.db", WORK / f"{name}.json"
         if path.exists() and facts_path.exists() and not rebuild:
             return path, json.loads(facts_path.read_text(encoding="utf-8"))
+        if not rebuild and (upgraded := upgrade_kept(spec, template, path, log)) is not None:
+            facts_path.write_text(json.dumps(upgraded, indent=2) + "\n", encoding="utf-8")
+            return path, upgraded
         for stale in WORK.glob(f"field-{spec.messages}m-{spec.sessions}s-*"):
             if stale.name.startswith(name) and not rebuild:
                 continue

@@ -1,7 +1,8 @@
 """A store held open by another process, driven line by line (tests/test_replaced_file.py).
 
 ``python tests/store_worker.py DB`` opens ``SessionDB(DB)`` and then, for each
-line on stdin -- ``append SESSION TEXT``, ``messages SESSION`` or ``quit`` --
+line on stdin -- ``append SESSION TEXT``, ``messages SESSION``, ``branch SESSION
+PARENT`` (a new session split off PARENT, with one message) or ``quit`` --
 prints one JSON line: ``{"ok": result}`` or ``{"error": class name, "message": ...}``.
 """
 
@@ -24,6 +25,10 @@ def main() -> None:
             if command == "append":
                 session, _, text = rest.partition(" ")
                 result: object = db.append_message(session, "user", text)
+            elif command == "branch":
+                session, _, parent = rest.partition(" ")
+                db.create_session(session, "cli", parent_session_id=parent)
+                result = db.append_message(session, "user", "written between two batches")
             elif command == "messages":
                 result = [m["content"] for m in db.get_messages(rest)]
             else:

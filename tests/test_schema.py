@@ -232,10 +232,26 @@ def test_head_keeps_every_documented_object_unchanged(documented_db: Path, engin
     for key, value in documented.items():
         if key == "tables":
             assert set(value) <= set(head[key])
-        elif key == "triggers":
-            assert {name: head[key].get(name) for name in value} == value
+        elif key in ("triggers", "sessions.indexes"):  # 0010 adds indexes beside these
+            assert {name: head[key].get(name) for name in value} == value, key
         else:
             assert head[key] == value, key
+
+
+# Indexes not compared here: ones Alembic cannot compare (a DESC key), whose DDL is checked
+# below, and revision 0010's, which the documented (v6) files compared here do not have (the
+# models do not carry its idx_sessions_total_tokens at all: its order is spelled per
+# backend in the revision).
+_NOT_COMPARED_INDEXES = frozenset(
+    {
+        "idx_sessions_started",
+        "idx_sessions_listing",
+        "idx_sessions_source_listing",
+        "idx_sessions_title_family",
+        "idx_sessions_usage",
+        "idx_sessions_total_tokens",
+    }
+)
 
 
 # Tables the models deliberately do not map: FTS5 (virtual, and its shadow
@@ -243,7 +259,7 @@ def test_head_keeps_every_documented_object_unchanged(documented_db: Path, engin
 def _mapped_only(obj: Any, name: str | None, type_: str, reflected: bool, _compare_to: Any) -> bool:
     if type_ == "table" and reflected and name not in Base.metadata.tables:
         return False
-    return not (type_ == "index" and name == "idx_sessions_started")
+    return not (type_ == "index" and name in _NOT_COMPARED_INDEXES)
 
 
 @pytest.mark.parametrize("which", ["migrated", "documented"])
@@ -292,6 +308,30 @@ def test_models_spell_the_expression_index_as_documented(documented_db: Path) ->
         engine.dispose()
     documented = describe(documented_db)["sessions.indexes"]["idx_sessions_started"]["sql"]
     assert normalized_sql(compiled) == documented
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "idx_sessions_listing",
+        "idx_sessions_source_listing",
+        "idx_sessions_title_family",
+        "idx_sessions_usage",
+    ],
+)
+def test_models_spell_revision_0010s_indexes_as_the_revision_builds_them(
+    name: str, engine_for: Any
+) -> None:
+    from sqlalchemy.schema import CreateIndex
+
+    path, engine = engine_for("head.db")
+    try:
+        upgrade_to_head(engine)
+        (index,) = (i for i in Base.metadata.tables["sessions"].indexes if i.name == name)
+        compiled = str(CreateIndex(index).compile(dialect=engine.dialect))
+    finally:
+        engine.dispose()
+    assert normalized_sql(compiled) == describe(path)["sessions.indexes"][name]["sql"]
 
 
 def test_offline_sql_builds_the_documented_schema(tmp_path: Path, documented_db: Path) -> None:

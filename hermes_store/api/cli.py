@@ -22,24 +22,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 from sqlalchemy import select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.types import REAL, Integer
 
-from hermes_store.api import cli_render as render
 from hermes_store.api.session_db import JSON_MESSAGE_FIELDS, SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
@@ -51,6 +43,26 @@ from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.schema.state import Ladder, ladder_of
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from hermes_store.api import cli_render as render
+else:
+
+    class _Render:
+        """:mod:`.cli_render` (tables, trees), imported when a command first renders one.
+
+        ``current`` prints three lines and ``--json`` prints JSON: neither needs
+        rich's tables, whose import is a good part of a short command's start-up.
+        """
+
+        def __getattr__(self, name: str) -> Any:
+            from hermes_store.api import cli_render
+
+            return getattr(cli_render, name)
+
+    render = _Render()
 
 PIPED_WIDTH = 160
 """Width of tables written to a pipe or file, where rich would otherwise assume 80 columns."""
@@ -204,7 +216,7 @@ def _reader(target: Target) -> Iterator[SessionDB]:
 
 
 def _state(store: Store) -> tuple[int | None, str | None]:
-    from hermes_store.schema.migrate import read_state
+    from hermes_store.schema.state import read_state
 
     with store.read() as uow:
         return read_state(uow.connection)
@@ -247,7 +259,7 @@ def current(
     as_json: JsonOption = False,
 ) -> None:
     """Print the schema version and the Alembic revision of the store (changes nothing)."""
-    from hermes_store.schema.migrate import HEAD_REVISION
+    from hermes_store.schema.state import HEAD_REVISION  # not migrate: no Alembic to start
 
     target = _target(db, url, patience)
     with _open(target, read_only=True) as store:
@@ -446,6 +458,14 @@ def stats(
 # export / import
 # ----------------------------------------------------------------------
 def _progress() -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -866,14 +886,20 @@ def prune(
     as_json: JsonOption = False,
 ) -> None:
     """Delete ended sessions older than N days; their children are kept, as roots."""
-    with _open(_target(db, url, patience)) as store, store.write() as uow:
-        # The repository picks the sessions (one rule for both modes); they are listed
-        # and, for a real run, deleted -- in one write transaction.
-        doomed = uow.sessions.prunable(older_than, source)
-        found = (uow.sessions.get(i) for i in doomed)
-        rows = [session.as_dict() for session in found if session is not None]
+    from hermes_store.uow.pruning import prune_in_batches
+
+    with _open(_target(db, url, patience)) as store:
+        # The repository picks the sessions (one rule for both modes) and they are listed;
+        # a real run then deletes them in short batches, as SessionDB.prune_sessions does,
+        # so the agents writing to the file meanwhile wait for one batch at most.
         if not dry_run:
-            uow.sessions.prune(older_than, source)
+            store.refuse_if_read_only()
+        with store.read() as uow:
+            doomed = uow.sessions.prunable(older_than, source)
+            found = (uow.sessions.get(i) for i in doomed)
+            rows = [session.as_dict() for session in found if session is not None]
+        if not dry_run:
+            prune_in_batches(store, older_than, source)
     if as_json:
         render.write_json({"dry_run": dry_run, "sessions": rows})
         return
@@ -969,6 +995,56 @@ def check(
             out.print(Text(f"problems found{hint}", style="bold red"))
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command()
+def optimize(
+    no_vacuum: Annotated[
+        bool,
+        typer.Option("--no-vacuum", help="Only merge the search indexes; keep the file's size."),
+    ] = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+    patience: PatienceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Give space back: merge the search indexes (FTS optimize), then VACUUM the file.
+
+    VACUUM holds the write lock while it rewrites the file (a minute or more
+    on a multi-gigabyte file): agents writing meanwhile wait, and give up
+    after their own patience. Run it while they are idle, or use --no-vacuum.
+    """
+    from hermes_store.tools.optimize import optimize as run_optimize
+
+    target = _target(db, url, patience)
+    path = target.path
+    if path is None:
+        raise CliError(
+            "optimize works on SQLite files; on PostgreSQL run VACUUM (and, if you want "
+            "statistics, ANALYZE) on the database itself"
+        )
+    with _open(target) as store, store.read() as uow:  # brought to the head, its layout read
+        layout = uow.layout
+    report = run_optimize(path, layout, vacuum=not no_vacuum, patience_s=store.policy.patience_s)
+    if as_json:
+        render.write_json(report.as_dict())
+        return
+    out.print(Text(f"{path}: {report.before_bytes / 1e6:,.1f} MB before"))
+    for step in report.steps:
+        out.print(
+            Text(
+                f"  {step.name}: {step.seconds:.1f} s, file {step.file_bytes / 1e6:,.1f} MB, "
+                f"free {step.free_bytes / 1e6:,.1f} MB"
+            )
+        )
+    for note in report.notes:
+        out.print(Text(f"  note: {note}"))
+    out.print(
+        Text(
+            f"{report.after_bytes / 1e6:,.1f} MB after: "
+            f"{report.given_back_bytes / 1e6:,.1f} MB given back"
+        )
+    )
 
 
 @app.command("backup")

@@ -24,6 +24,7 @@ from hermes_store.domain.messages import JSON_FIELDS
 from hermes_store.domain.query_syntax import sanitize_fts5_query
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.errors import InvalidInputError
+from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
 
 SECONDS_PER_DAY = 86400.0
@@ -455,8 +456,13 @@ class SessionDB:
                 yield {**session.as_dict(), "messages": [m.as_dict() for m in messages]}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
-        """Delete ended sessions older than N days; how many went. Their children become roots."""
-        return self._store.transact(lambda uow: uow.sessions.prune(older_than_days, source))
+        """Delete ended sessions older than N days; their children are orphaned, not deleted.
+
+        In short write transactions (:mod:`hermes_store.uow.pruning`), so an
+        agent appending meanwhile waits for one batch at most, not the whole
+        prune; the count is of every session deleted.
+        """
+        return prune_in_batches(self._store, older_than_days, source)
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""

@@ -54,6 +54,11 @@ def lineage_number(title: str, base: str) -> int | None:
     """1 for the base itself, N for ``"base #N"``, None for any other title."""
     if title == base:
         return 1
+    # The common case without the regex (whose lazy group backtracks over long titles):
+    # "base #" and then only decimal digits, which is what \d+ and int() take.
+    prefix = f"{base} #"
+    if title.startswith(prefix) and title[len(prefix) :].isdecimal():
+        return int(title[len(prefix) :])
     match = _NUMBERED.match(title)
     if match and match.group(1) == base:
         return int(match.group(2))

@@ -26,8 +26,6 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import update as sql_update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
@@ -42,6 +40,7 @@ from hermes_store.domain.arguments import (
     number_arg,
     text_arg,
 )
+from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.domain.records import LineageEntry, ModelUsage, SessionRecord, TopSession
 from hermes_store.domain.titles import clean_title, lineage_base, lineage_number, next_in_lineage
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
@@ -166,10 +165,21 @@ _SET_USAGE = _by_id().values(
     **_LABELS,
 )
 _TITLE_OWNER = "SELECT id FROM sessions WHERE title = :p_title AND id != :p_id"
-_TITLE_FAMILY = (
-    "SELECT id, title, started_at FROM sessions "
-    "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
-)
+# The sessions of a lineage: titled ``base`` or ``base #<anything>``. On SQLite the titles
+# starting with ``base #`` are exactly those in [``base #``, ``base $``) ('$' follows '#';
+# BINARY collation compares the UTF-8 bytes), a range the unique title index answers in a
+# few pages, where LIKE (case-folding, so no index) scanned every session. PostgreSQL sorts
+# by the database's collation, where such a range is no prefix test: LIKE stays there.
+_TITLE_FAMILY = {
+    "sqlite": (
+        "SELECT id, title, started_at FROM sessions "
+        "WHERE title = :p_base OR (title >= :p_low AND title < :p_high)"
+    ),
+    "postgresql": (
+        "SELECT id, title, started_at FROM sessions "
+        "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
+    ),
+}
 _ORPHAN_CHILDREN = (
     sql_update(S).where(S.c.parent_session_id == _p("id")).values(parent_session_id=None)
 )
@@ -259,7 +269,8 @@ class _Reads:
     all: Prepared
     count: Any
     title_owner: Any
-    title_family: Any
+    title_family: dict[str, Any]
+    """By dialect (see ``_TITLE_FAMILY``)."""
     ancestors: Any
     descendants: Any
     tokens_by_model: Any
@@ -271,17 +282,28 @@ class _Reads:
     """Prompts are kept in ``system_prompts`` by hash (the agent's v25 files)."""
 
 
-def _insert_if_absent(writable: Any) -> dict[str, Any]:
-    """The old code's INSERT OR IGNORE as both backends take it.
+class _InsertIfAbsent(dict[str, Any]):
+    """The old code's INSERT OR IGNORE as each backend takes it, built on first use.
 
     A second create of an id changes nothing, even when two writers race:
     PostgreSQL's READ COMMITTED lets both pass an existence check, and the
-    primary key then decides without an error.
+    primary key then decides without an error. Built per dialect when first
+    asked for, so a process that only opens SQLite files never imports the
+    PostgreSQL dialect (the command line's start-up).
     """
-    return {
-        "sqlite": sqlite_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
-        "postgresql": pg_insert(writable).on_conflict_do_nothing(index_elements=["id"]),
-    }
+
+    def __init__(self, writable: Any) -> None:
+        super().__init__()
+        self._writable = writable
+
+    def __missing__(self, dialect: str) -> Any:
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        statement = dialect_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
+        self[dialect] = statement
+        return statement
 
 
 @lru_cache(maxsize=16)
@@ -309,13 +331,13 @@ def _reads_for(layout: Layout) -> _Reads:
         all=Prepared(sourced(_ALL)),
         count=sourced(_COUNT),
         title_owner=read(_TITLE_OWNER),
-        title_family=read(_TITLE_FAMILY),
+        title_family={dialect: Prepared(read(sql)) for dialect, sql in _TITLE_FAMILY.items()},
         ancestors=read(_ANCESTORS),
         descendants=read(_DESCENDANTS),
         tokens_by_model=read(_TOKENS_BY_MODEL),
         top_by_tokens=read(_TOP_BY_TOKENS),
         insert=insert(writable),
-        insert_if_absent=_insert_if_absent(writable),
+        insert_if_absent=_InsertIfAbsent(writable),
         system_prompts=layout.system_prompts,
     )
 
@@ -353,6 +375,38 @@ _PRUNE_MESSAGES = _sourced(
     f"DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE {_PRUNABLE})"
 )
 _PRUNE_SESSIONS = _sourced(f"DELETE FROM sessions WHERE {_PRUNABLE}")
+# Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable sessions
+# oldest first with their message counts (to size the batches); a batch deletes those of
+# its ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
+_PRUNE_PLAN = _sourced(
+    f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
+)
+_BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
+
+
+def _batch(sql: str) -> Any:
+    return _sourced(sql).bindparams(bindparam("p_ids", expanding=True))
+
+
+_PRUNE_BATCH = (
+    _batch(
+        f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({_BATCH_DOOMED})"
+    ),
+    _batch(f"DELETE FROM messages WHERE session_id IN ({_BATCH_DOOMED})"),
+)
+_PRUNE_BATCH_SESSIONS = _batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}")
+# A session too big for one batch is emptied a slice at a time first (oldest messages
+# first), its counters following each slice, while it is still prunable.
+_TRIM_SLICE = _sourced(
+    "SELECT m.id, m.tool_calls FROM messages m WHERE m.session_id = :p_id "
+    f"AND EXISTS (SELECT 1 FROM sessions WHERE id = :p_id AND {_PRUNABLE}) "
+    "ORDER BY m.id LIMIT :p_limit"
+)
+_DELETE_MESSAGE_IDS = text("DELETE FROM messages WHERE id IN :p_ids").bindparams(
+    bindparam("p_ids", expanding=True)
+)
+_GUARD_CHUNK = 500
+"""Ids per statement of the broken-delete check (SQLite's limit on bound variables)."""
 
 
 def _overflow(stored: dict[str, Any], usage: dict[str, Any]) -> InvalidInputError:
@@ -621,7 +675,10 @@ class SessionRepository:
     def prune(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions started more than N days ago; how many went.
 
-        Their children are orphaned (they become roots), not deleted.
+        Their children are orphaned (they become roots), not deleted. All of
+        it in the unit's one transaction: at 40,000 sessions that holds the
+        write lock for minutes; ``SessionDB.prune_sessions`` prunes in short
+        batches instead (:mod:`hermes_store.uow.pruning`).
         """
         params = self._prune_params(older_than_days, source)
         doomed = list(self._c.execute(_PRUNE_IDS, params).scalars())
@@ -633,6 +690,61 @@ class SessionRepository:
             if self._r.system_prompts:
                 self._c.execute(_DROP_UNUSED_PROMPTS)
         return len(doomed)
+
+    def prune_plan(
+        self, older_than_days: float = 90, source: str | None = None
+    ) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+        """What a prune in batches deletes: its fixed cutoff and the sessions, oldest first.
+
+        The cutoff (``params``) is computed once, here, so every batch and the
+        final sweep judge by the same instant as a one-transaction prune would.
+        Each session comes with its stored message count, which sizes the
+        batches. A file whose triggers would make deleting messages fail
+        (agent v10) is refused here, before any batch deletes anything.
+        """
+        params = self._prune_params(older_than_days, source)
+        return params, self.prune_candidates(params)
+
+    def prune_candidates(self, params: dict[str, Any]) -> list[tuple[str, int]]:
+        """The sessions prunable under ``params`` (from :meth:`prune_plan`) now, oldest first."""
+        found = [(row[0], int(row[1])) for row in self._c.execute(_PRUNE_PLAN, params)]
+        for start in range(0, len(found), _GUARD_CHUNK):
+            chunk = [session_id for session_id, _ in found[start : start + _GUARD_CHUNK]]
+            refuse_broken_deletes(self._c, self._layout, chunk)
+        return found
+
+    def prune_batch(self, session_ids: Sequence[str], params: dict[str, Any]) -> int:
+        """Delete those of ``session_ids`` still prunable under ``params``; how many went.
+
+        The same three steps as :meth:`prune` for a few sessions: their
+        children orphaned, their messages deleted, then the sessions.
+        """
+        if not session_ids:
+            return 0
+        batch = {**params, "p_ids": list(session_ids)}
+        for statement in _PRUNE_BATCH:
+            self._c.execute(statement, batch)
+        deleted = self._c.execute(_PRUNE_BATCH_SESSIONS, batch).rowcount
+        if deleted and self._r.system_prompts:
+            self._c.execute(_DROP_UNUSED_PROMPTS)
+        return int(deleted)
+
+    def prune_slice(self, session_id: str, params: dict[str, Any], limit: int) -> int:
+        """Delete up to ``limit`` of a still-prunable session's oldest messages; how many went.
+
+        For a session bigger than a batch (see :mod:`hermes_store.uow.pruning`):
+        its message and tool-call counters drop with the rows, so they agree
+        with what is left after every commit; the session itself goes with its
+        last messages in :meth:`prune_batch`.
+        """
+        sliced = self._c.execute(_TRIM_SLICE, {**params, "p_id": session_id, "p_limit": limit})
+        rows = sliced.all()
+        if not rows:
+            return 0
+        calls = sum(stored_tool_call_total(raw) for _, raw in rows if raw)
+        self._c.execute(_DELETE_MESSAGE_IDS, {"p_ids": [row[0] for row in rows]})
+        self._bump_counters(session_id, -len(rows), -calls)
+        return len(rows)
 
     def _prompt_by_hash(self, prompt: str | None) -> dict[str, Any]:
         """Keep ``prompt`` in ``system_prompts``; the row then holds its hash, not the text."""
@@ -754,9 +866,9 @@ class SessionRepository:
         """The newest session of the lineage: "T #3" beats "T #2" beats "T"."""
         text_arg("title", title)
         ranked = [
-            (number, row["started_at"], row["id"])
-            for row in self._title_family(title)
-            if (number := lineage_number(row["title"], title)) is not None
+            (number, started_at, session_id)
+            for session_id, stored, started_at in self._title_family(title)
+            if (number := lineage_number(stored, title)) is not None
         ]
         return max(ranked)[2] if ranked else None
 
@@ -764,13 +876,22 @@ class SessionRepository:
         """ "Fix Docker Build" -> "Fix Docker Build #2" (or the next free number)."""
         text_arg("base_title", base_title)
         base = lineage_base(base_title)
-        return next_in_lineage(base, (row["title"] for row in self._title_family(base)))
+        return next_in_lineage(base, (stored for _, stored, _ in self._title_family(base)))
 
-    def _title_family(self, base: str) -> list[dict[str, Any]]:
-        """Sessions titled ``base`` or ``base #<anything>`` (LIKE wildcards in base escaped)."""
-        escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self._c.execute(self._r.title_family, {"p_base": base, "p_pattern": f"{escaped} #%"})
-        return [dict(row) for row in rows.mappings()]
+    def _title_family(self, base: str) -> list[tuple[str, str, float]]:
+        """(id, title, started_at) of the sessions titled ``base`` or ``base #<anything>``.
+
+        Case-sensitive, as the numbering is; plain tuples, since a lineage of a
+        cron job's sessions runs to thousands of rows.
+        """
+        dialect = self._c.dialect.name
+        if dialect == "sqlite":
+            params = {"p_base": base, "p_low": f"{base} #", "p_high": f"{base} $"}
+        else:  # LIKE wildcards in base escaped
+            escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            params = {"p_base": base, "p_pattern": f"{escaped} #%"}
+        rows = self._r.title_family[dialect].rows(self._c, params)
+        return [(row[0], row[1], row[2]) for row in rows]
 
     # -- documented queries ---------------------------------------------
     def ancestors(self, session_id: str) -> list[LineageEntry]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import REAL, BigInteger, ForeignKey, Index, Integer, Text, text
-from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
+# The generic DOUBLE_PRECISION, not the PostgreSQL dialect's: same DDL there, and a
+# program that only opens SQLite files never imports that dialect (CLI start-up).
+from sqlalchemy import DOUBLE_PRECISION, REAL, BigInteger, ForeignKey, Index, Integer, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, WriteOnlyMapped, mapped_column, relationship
 from sqlalchemy.types import TypeEngine
 
@@ -122,12 +123,45 @@ class Session(Base):
         Index("idx_sessions_source", "source"),
         Index("idx_sessions_parent", "parent_session_id"),
         Index("idx_sessions_started", text("started_at DESC")),
+        # Revision 0010's (issue #19): a listing page at any offset, the usage report.
+        # Its fourth, on input_tokens + output_tokens, is spelled per backend there.
+        Index(
+            "idx_sessions_listing",
+            text("started_at DESC"),
+            "parent_session_id",
+            "source",
+            "id",
+        ),
+        Index(
+            "idx_sessions_source_listing",
+            "source",
+            text("started_at DESC"),
+            "parent_session_id",
+            "id",
+        ),
+        Index(
+            "idx_sessions_title_family",
+            "title",
+            "started_at",
+            "id",
+            sqlite_where=text("title IS NOT NULL"),
+        ),
+        Index(
+            "idx_sessions_usage",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "estimated_cost_usd",
+        ),
+        # The partial indexes say their WHERE for SQLite only: a ``postgresql_where``
+        # here would import the PostgreSQL dialect into every process at start-up (its
+        # keyword arguments are checked against the dialect). The revisions write both
+        # backends' DDL themselves; nothing builds tables from these models.
         Index(
             "idx_sessions_title_unique",
             "title",
             unique=True,
             sqlite_where=text("title IS NOT NULL"),
-            postgresql_where=text("title IS NOT NULL"),
         ),
     )
 

@@ -34,7 +34,7 @@ DOCUMENT_VERSION = 6
 """The last ``schema_version`` the design document defines: the highest we ever write."""
 HEAD_SCHEMA_VERSION = DOCUMENT_VERSION
 """``schema_version`` of a file at our head revision."""
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0010"
 
 REVISION_VERSIONS = {
     "0001": 1,
@@ -45,6 +45,7 @@ REVISION_VERSIONS = {
     "0006": 6,
     "0007": 6,
     "0008": 6,
+    "0010": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""
 

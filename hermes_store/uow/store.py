@@ -271,12 +271,16 @@ class Store:
             clock=self.clock,
         )
 
-    def write(self, *, patience_s: float | None = None) -> UnitOfWork:
-        """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
+    def refuse_if_read_only(self) -> None:
+        """ReadOnlyStoreError if this store may not write (for work that reads before it writes)."""
         if self.read_only:
             raise ReadOnlyStoreError(
                 f"{self._where()} was opened read-only (read_only=True): nothing was written"
             )
+
+    def write(self, *, patience_s: float | None = None) -> UnitOfWork:
+        """A unit of work that writes; ``patience_s`` overrides the policy's lock budget."""
+        self.refuse_if_read_only()
         if patience_s is not None:
             patience_s = number_arg("patience_s", patience_s, minimum=0.0)
         return UnitOfWork(

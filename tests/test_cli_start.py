@@ -1,0 +1,83 @@
+"""What ``hermes-store`` imports to answer: a fresh interpreter, its ``sys.modules`` afterwards.
+
+Start-up is most of what a user waits for on ``current``, ``sessions`` and
+``search`` (issue #19). Alembic (and its Mako templates) is only needed to
+migrate, psycopg only for a PostgreSQL URL: a command reading a current
+SQLite file must import neither. The check runs the real entry point in a
+new process and reads that process's ``sys.modules``: no timing involved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_store import SessionDB
+
+pytestmark = pytest.mark.sqlite_only("start-up on a SQLite file")
+
+REPO = Path(__file__).resolve().parents[1]
+NEVER = ("alembic", "mako", "psycopg", "psycopg2")
+
+_PROBE = """
+import json, sys
+sys.argv = ["hermes-store", *json.loads(sys.argv[1])]
+from hermes_store.api.cli import main
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+else:
+    code = 0
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules_after(*args: str) -> dict[str, object]:
+    environment = {k: v for k, v in os.environ.items() if k != "HERMES_STORE_URL"}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.fixture
+def current_file(tmp_path: Path) -> Path:
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s1", "cli", model="m")
+        db.append_message("s1", "user", "docker deployment")
+    return path
+
+
+@pytest.mark.parametrize(
+    "command", [["current"], ["sessions"], ["search", "docker"]], ids=lambda c: c[0]
+)
+def test_reading_a_current_file_imports_neither_alembic_nor_psycopg(
+    command: list[str], current_file: Path
+) -> None:
+    probe = _modules_after(*command, "--db", str(current_file))
+    assert probe["code"] == 0
+    modules = probe["modules"]
+    assert isinstance(modules, list) and "hermes_store.api.cli" in modules  # it did run
+    assert [m for m in modules if m.split(".")[0] in NEVER] == []
+
+
+def test_the_probe_sees_alembic_when_a_command_migrates(tmp_path: Path) -> None:
+    """The check can fail: ``upgrade`` of a new file does import Alembic."""
+    probe = _modules_after("upgrade", "--db", str(tmp_path / "new.db"))
+    assert probe["code"] == 0
+    assert "alembic" in probe["modules"]

@@ -1,0 +1,222 @@
+"""Pruning in batches (hermes_store.uow.pruning): the same result, and room for other writers.
+
+A prune in many short write transactions must delete exactly what one
+transaction deletes (the same sessions, their messages, the same orphaned
+children), leave the counters and both FTS indexes whole, and let another
+process commit between its batches. The last is shown by the data itself: a
+worker process splits a session off one the prune has planned but not yet
+reached; its create needs the parent to exist, and the prune's later batch
+then orphans the new session.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hermes_store import SessionDB, Store
+from hermes_store.uow.pruning import prune_in_batches
+
+NOW = 1_796_000_000.0
+DAY = 86_400.0
+WORKER = Path(__file__).with_name("store_worker.py")
+
+
+def _build(path: Path) -> None:
+    """Sessions of every kind around a 30-day cutoff, with messages to search."""
+    clock = {"now": NOW - 60 * DAY}
+    db = SessionDB(path, clock=lambda: clock["now"])
+    try:
+        for number in range(48):
+            clock["now"] = NOW - (60 - number) * DAY  # one a day, from 60 days ago
+            session_id = f"s{number:02d}"
+            parent = f"s{number - 1:02d}" if number % 5 == 4 else None
+            db.create_session(
+                session_id,
+                "telegram" if number % 3 == 0 else "cli",
+                model="m",
+                parent_session_id=parent,
+            )
+            db.append_messages(
+                session_id,
+                [
+                    {"role": "user", "content": f"nebula question {number} 服务端部署"},
+                    {
+                        "role": "assistant",
+                        "content": f"answer {number}",
+                        "tool_calls": [{"id": f"c{number}", "function": {"name": "f"}}],
+                    },
+                    {"role": "tool", "content": f"nebula output {number}", "tool_call_id": "c"},
+                ],
+            )
+            if number % 7 != 6:  # every seventh stays open
+                db.end_session(session_id, "done")
+    finally:
+        db.close()
+
+
+def _contents(path: Path) -> dict[str, Any]:
+    connection = sqlite3.connect(path)
+    try:
+        for name in ("messages_fts", "messages_fts_trigram"):  # raises if an index disagrees
+            connection.execute(f"INSERT INTO {name}({name}, rank) VALUES ('integrity-check', 1)")
+        return {
+            "sessions": connection.execute("SELECT * FROM sessions ORDER BY id").fetchall(),
+            "messages": connection.execute("SELECT * FROM messages ORDER BY id").fetchall(),
+            "word hits": connection.execute(
+                "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'nebula' ORDER BY rowid"
+            ).fetchall(),
+            "trigram hits": connection.execute(
+                "SELECT rowid FROM messages_fts_trigram WHERE messages_fts_trigram MATCH '服务端' "
+                "ORDER BY rowid"
+            ).fetchall(),
+            "miscounted": connection.execute(
+                "SELECT id FROM sessions s WHERE message_count != "
+                "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            ).fetchall(),
+        }
+    finally:
+        connection.close()
+
+
+def test_batches_delete_exactly_what_one_transaction_deletes(tmp_path: Path) -> None:
+    original = tmp_path / "original.db"
+    _build(original)
+    one, batched = tmp_path / "one.db", tmp_path / "batched.db"
+    shutil.copy(original, one)
+    shutil.copy(original, batched)
+
+    store = Store(one, clock=lambda: NOW)
+    try:
+        in_one = store.transact(lambda uow: uow.sessions.prune(30, None))
+    finally:
+        store.close()
+    progress: list[tuple[int, int]] = []
+    store = Store(batched, clock=lambda: NOW)
+    try:
+        in_batches = prune_in_batches(
+            store, 30, None, first_budget=3, pause_s=0, after_batch=lambda *p: progress.append(p)
+        )
+    finally:
+        store.close()
+
+    assert in_one == in_batches > 20
+    assert len(progress) > 3  # it did run in batches
+    assert progress[-1] == (in_batches, 0)
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+    pruned, kept = _contents(one), _contents(batched)
+    assert pruned == kept
+    assert kept["miscounted"] == []
+    before = _contents(original)
+    assert len(kept["sessions"]) == len(before["sessions"]) - in_batches
+    assert len(kept["word hits"]) < len(before["word hits"])
+
+
+def test_the_facade_prunes_in_batches_with_the_same_count(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _build(path)
+    with SessionDB(path, clock=lambda: NOW) as db:
+        assert db.prune_sessions(older_than_days=30, source="telegram") == 8
+        assert db.prune_sessions(older_than_days=30) == 18
+        assert db.prune_sessions(older_than_days=30) == 0
+        remaining = {s["id"] for s in db.list_sessions_rich(limit=100, include_children=True)}
+    assert _contents(path)["miscounted"] == []
+    assert "s00" not in remaining and "s06" in remaining  # s06 was never ended
+
+
+def test_another_process_commits_between_batches(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _build(path)
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    replies: list[dict[str, Any]] = []
+    store = Store(path, clock=lambda: NOW)
+    try:
+        assert json.loads(worker.stdout.readline()) == {"ok": "ready"}
+        with store.read() as uow:
+            _params, plan = uow.sessions.prune_plan(30, None)
+        last_planned = plan[-1][0]
+
+        def after_batch(done: int, remaining: int) -> None:
+            if replies or remaining == 0:
+                return
+            # The prune has committed a batch and holds no lock: the worker's write
+            # goes through, splitting a session off one the prune has yet to delete.
+            worker.stdin.write(f"branch written_meanwhile {last_planned}\n")
+            worker.stdin.flush()
+            replies.append(json.loads(worker.stdout.readline()))
+
+        deleted = prune_in_batches(store, 30, None, first_budget=3, after_batch=after_batch)
+        worker.stdin.write("quit\n")
+        worker.stdin.flush()
+        assert worker.wait(timeout=60) == 0
+    finally:
+        store.close()
+        if worker.poll() is None:
+            worker.kill()
+    assert "ok" in replies[0], replies
+    assert deleted == len(plan)
+    with SessionDB(path) as db:
+        assert db.get_session(last_planned) is None  # a later batch deleted the parent ...
+        child = db.get_session("written_meanwhile")
+        assert child is not None and child["parent_session_id"] is None  # ... orphaning it
+        assert [m["content"] for m in db.get_messages("written_meanwhile")] == [
+            "written between two batches"
+        ]
+
+
+def test_a_session_bigger_than_a_batch_is_emptied_in_slices_its_counters_following(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    with SessionDB(path, clock=lambda: NOW - 40 * DAY) as db:
+        for session_id in ("big", "resumed"):
+            db.create_session(session_id, "cli")
+            db.append_messages(
+                session_id,
+                [
+                    {
+                        "role": "assistant",
+                        "content": f"nebula step {n}",
+                        "tool_calls": [{"id": f"c{n}"}, {"id": f"d{n}"}] if n % 3 == 0 else None,
+                    }
+                    for n in range(60)
+                ],
+            )
+            db.end_session(session_id, "done")
+    store = Store(path, clock=lambda: NOW)
+    try:
+        with store.read() as uow:
+            params, plan = uow.sessions.prune_plan(30, None)
+        assert sorted(plan) == [("big", 60), ("resumed", 60)]
+
+        assert store.transact(lambda uow: uow.sessions.prune_slice("big", params, 25)) == 25
+        assert _contents(path)["miscounted"] == []  # message_count is 35 now, and right
+        with SessionDB(path) as db:
+            big = db.get_session("big")
+            assert big is not None and big["message_count"] == 35
+            assert big["tool_call_count"] == 2 * len([n for n in range(25, 60) if n % 3 == 0])
+            assert db.get_messages("big")[0]["content"] == "nebula step 25"  # oldest went first
+
+        assert store.transact(lambda uow: uow.sessions.prune_slice("resumed", params, 10)) == 10
+        with SessionDB(path, clock=lambda: NOW) as db:
+            db.reopen_session("resumed")  # no longer prunable: the next slice leaves it
+        assert store.transact(lambda uow: uow.sessions.prune_slice("resumed", params, 10)) == 0
+
+        assert prune_in_batches(store, 30, None, first_budget=20, pause_s=0) == 1
+    finally:
+        store.close()
+    kept = _contents(path)  # FTS integrity-checked in there
+    assert kept["miscounted"] == []
+    assert [row[0] for row in kept["sessions"]] == ["resumed"]
+    assert len(kept["messages"]) == 50
