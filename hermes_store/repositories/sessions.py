@@ -297,11 +297,15 @@ class _InsertIfAbsent(dict[str, Any]):
         self._writable = writable
 
     def __missing__(self, dialect: str) -> Any:
+        statement: Any
         if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            statement = pg_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
         else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        statement = dialect_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            statement = sqlite_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
         self[dialect] = statement
         return statement
 

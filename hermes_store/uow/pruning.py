@@ -34,11 +34,13 @@ whole like any other write (:meth:`~hermes_store.uow.store.Store.transact`).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from hermes_store.uow.store import Store
+from hermes_store.uow.unit import UnitOfWork
 
 TARGET_BATCH_S = 0.050
 """How long a batch should hold the write lock (the budget adapts to reach it)."""
@@ -77,7 +79,7 @@ def prune_in_batches(
             if len(batch) == 1 and pending[position - 1][1] > budget:
                 budget = _empty_in_slices(store, batch[0], params, budget, target_s, pause_s)
             started = time.monotonic()
-            deleted += store.transact(lambda uow, ids=batch: uow.sessions.prune_batch(ids, params))
+            deleted += store.transact(functools.partial(_delete_batch, batch, params))
             budget = _next_budget(budget, time.monotonic() - started, target_s)
             if after_batch is not None:
                 after_batch(deleted, len(pending) - position)
@@ -99,15 +101,22 @@ def _empty_in_slices(
     """Delete a big session's messages a budget at a time; the budget it ends with."""
     while True:
         started = time.monotonic()
-        removed = store.transact(
-            lambda uow, limit=budget: uow.sessions.prune_slice(session_id, params, limit)
-        )
+        removed = store.transact(functools.partial(_delete_slice, session_id, params, budget))
         elapsed = time.monotonic() - started
         if removed < budget:
             return budget
         budget = _next_budget(budget, elapsed, target_s)
         if pause_s > 0:
             time.sleep(pause_s)
+
+
+def _delete_batch(ids: Sequence[str], params: dict[str, Any], uow: UnitOfWork) -> int:
+    """One batch's unit of work (a named function: the loop's values bound, not captured)."""
+    return uow.sessions.prune_batch(ids, params)
+
+
+def _delete_slice(session_id: str, params: dict[str, Any], limit: int, uow: UnitOfWork) -> int:
+    return uow.sessions.prune_slice(session_id, params, limit)
 
 
 def _take(pending: Sequence[tuple[str, int]], position: int, budget: int) -> list[str]:
