@@ -23,6 +23,7 @@ import heapq
 import json
 import os
 import random
+import shutil
 import sqlite3
 import sys
 import time
@@ -289,6 +290,7 @@ def verify(path: Path, template: Path) -> list[str]:
         ).fetchone()[0]
         if miscounted:
             problems.append(f"{miscounted} sessions with wrong counters")
+        problems += _bigram_problems(connection)
         orphans = connection.execute("PRAGMA foreign_key_check").fetchall()
         if orphans:
             problems.append(f"{len(orphans)} rows fail the foreign key check")
@@ -298,6 +300,29 @@ def verify(path: Path, template: Path) -> list[str]:
     finally:
         connection.close()
     return problems
+
+
+def _bigram_problems(connection: sqlite3.Connection) -> list[str]:
+    """The CJK pair index (revision 0009) holds exactly the pairs of every message."""
+    from hermes_store.domain.bigrams import grams
+
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    if "messages_cjk_bigrams" not in tables:
+        return []
+    expected = sum(
+        len(grams(text))
+        for (text,) in connection.execute(
+            "SELECT content FROM messages WHERE length(CAST(content AS BLOB)) > length(content)"
+        )
+    )
+    held = connection.execute("SELECT COUNT(*) FROM messages_cjk_bigrams").fetchone()[0]
+    orphans = connection.execute(
+        "SELECT COUNT(*) FROM messages_cjk_bigrams "
+        "WHERE message_id NOT IN (SELECT id FROM messages)"
+    ).fetchone()[0]
+    if held != expected or orphans:
+        return [f"messages_cjk_bigrams holds {held} pairs ({orphans} orphans), expected {expected}"]
+    return []
 
 
 # ----------------------------------------------------------------------
@@ -314,6 +339,9 @@ def ensure(
         path, facts_path = WORK / f"{name}.db", WORK / f"{name}.json"
         if path.exists() and facts_path.exists() and not rebuild:
             return path, json.loads(facts_path.read_text(encoding="utf-8"))
+        older = None if rebuild else _older_corpus(spec, name)
+        if older is not None:
+            return _derive(older, path, facts_path, template, log)
         for stale in WORK.glob(f"field-{spec.messages}m-{spec.sessions}s-*"):
             if stale.name.startswith(name) and not rebuild:
                 continue
@@ -337,6 +365,72 @@ def ensure(
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{template}{suffix}").unlink(missing_ok=True)
+
+
+def _older_corpus(spec: FieldSpec, name: str) -> Path | None:
+    """A kept, verified corpus of the same rows built under an earlier schema of ours."""
+    for candidate in sorted(WORK.glob(f"{spec.key}-*.db")):
+        if candidate.stem == name or candidate.stem.endswith(".partial"):
+            continue
+        if candidate.with_suffix(".json").exists() and _revision(candidate) is not None:
+            return candidate
+    return None
+
+
+def _revision(path: Path) -> str | None:
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        connection.close()
+    return None if row is None else str(row[0])
+
+
+def _derive(
+    older: Path, path: Path, facts_path: Path, template: Path, log: Log
+) -> tuple[Path, dict[str, Any]]:
+    """The corpus under the current schema: a copy of ``older`` upgraded by the store itself.
+
+    The rows do not depend on the schema (the generator is unchanged), so a
+    schema change need not cost a rebuild: the older file is copied (never
+    written: other checkouts may share it by hard link) and ``SessionDB``
+    runs the new revisions on the copy, as it would on a user's file. The
+    copy is then verified like a built corpus.
+    """
+    from hermes_store import SessionDB
+
+    partial = path.with_name(f"{path.stem}.partial.db")
+    log(f"  deriving {path.name} from {older.name} (copy, then the store's own upgrade)")
+    t = time.perf_counter()
+    shutil.copyfile(older, partial)
+    os.chmod(partial, 0o600)
+    copy_s = time.perf_counter() - t
+    t = time.perf_counter()
+    SessionDB(partial).close()
+    upgrade_s = time.perf_counter() - t
+    t = time.perf_counter()
+    problems = verify(partial, template)
+    verify_s = time.perf_counter() - t
+    if problems:
+        raise RuntimeError("the upgraded corpus is wrong: " + "; ".join(problems))
+    facts = json.loads(older.with_suffix(".json").read_text(encoding="utf-8"))
+    facts["derived_from"] = {
+        "file": older.name,
+        "revision": _revision(older),
+        "copy_s": round(copy_s, 1),
+        "upgrade_s": round(upgrade_s, 1),
+        "verify_s": round(verify_s, 1),
+    }
+    facts["schema_hash"] = path.stem.rsplit("-", 1)[1]
+    facts["file_bytes"] = partial.stat().st_size
+    for suffix in ("-wal", "-shm"):
+        Path(f"{partial}{suffix}").unlink(missing_ok=True)
+    partial.rename(path)
+    facts_path.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    log(f"  copied in {copy_s:.0f}s, upgraded in {upgrade_s:.0f}s, verified in {verify_s:.0f}s")
+    return path, facts
 
 
 def main(argv: list[str] | None = None) -> int:

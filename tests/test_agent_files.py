@@ -26,7 +26,7 @@ from hermes_store import (
     SessionDB,
     Store,
 )
-from hermes_store.schema.state import Ladder
+from hermes_store.schema.state import HEAD_REVISION, Ladder
 from tests.upstream_schema import (
     CJK_STALE_KEY,
     CJK_TRIGGER_NAMES,
@@ -259,7 +259,9 @@ def test_a_file_the_store_stamped_7_goes_back_to_6_before_the_agent_sees_it(
     path = build_store_db(tmp_path / "state.db", schema_version=7, alembic_revision="0007")
     SessionDB(path).close()
     with _raw(path) as raw:
-        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
+        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (HEAD_REVISION,)
+        ]
     assert _state(path) == (6, True)
     upstream_open(path, 7)  # now runs its own step 7
     upstream_append_message(path, 7, "sess_root", "assistant", "with reasoning_content")

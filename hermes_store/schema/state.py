@@ -33,7 +33,7 @@ DOCUMENT_VERSION = 6
 """The last ``schema_version`` the design document defines: the highest we ever write."""
 HEAD_SCHEMA_VERSION = DOCUMENT_VERSION
 """``schema_version`` of a file at our head revision."""
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 REVISION_VERSIONS = {
     "0001": 1,
@@ -44,6 +44,7 @@ REVISION_VERSIONS = {
     "0006": 6,
     "0007": 6,
     "0008": 6,
+    "0009": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""
 
