@@ -72,13 +72,20 @@ def _newest(path: Path, extra: str = "", args: tuple[object, ...] = ()) -> list[
 
 
 def _windows(path: Path, extra: str = "", args: tuple[object, ...] = ()) -> list[int]:
-    """The whole bounded order: windows of K newest-first, each in FTS5's rank order."""
-    newest = _newest(path, extra, args)
+    """The whole bounded order: windows of K, K, 2K, 4K ... newest matches (before any
+    filter), each ranked on its own.
+
+    ``extra`` filters within the windows: a filtered search is the unfiltered
+    order with the other rows left out.
+    """
+    newest = _newest(path)
     order: list[int] = []
-    for start in range(0, len(newest), K):
-        members = newest[start : start + K]
+    start, size = 0, K
+    while start < len(newest):
+        members = newest[start : start + size]
         low, high = min(members), max(members)
         order += _raw_rank(path, f"{extra} AND f.rowid BETWEEN ? AND ?", (*args, low, high))
+        start, size = start + size, size if start == 0 else 2 * size
     return order
 
 
@@ -94,9 +101,7 @@ def test_at_most_k_matches_are_ranked_exactly_as_fts5_ranks_them(
     assert matches > K
     monkeypatch.setattr(search, "RANK_WINDOW", matches)  # one window holds them all
     assert _ids(db.search_messages(WORD, limit=matches)) == _raw_rank(path)
-    # A filter that leaves at most K matches: exact order among those.
-    few = _newest(path, "AND m.role = 'user' AND s.source = 'telegram'")
-    monkeypatch.setattr(search, "RANK_WINDOW", len(few))
+    # Filters within that one window: exact order among the rows they let through.
     hits = db.search_messages(WORD, source_filter=["telegram"], role_filter=["user"], limit=100)
     assert _ids(hits) == _raw_rank(path, "AND m.role = 'user' AND s.source = 'telegram'")
 
@@ -124,7 +129,7 @@ def test_pages_walk_the_windows_in_order_and_return_every_match_once(
     assert _ids(db.search_messages(WORD, limit=7, offset=K - 3)) == expected[K - 3 : K + 4]
 
 
-def test_filtered_windows_count_the_matches_the_filters_let_through(
+def test_filtered_search_is_the_unfiltered_order_without_the_other_rows(
     corpus: tuple[Path, SessionDB],
 ) -> None:
     path, db = corpus
@@ -133,4 +138,10 @@ def test_filtered_windows_count_the_matches_the_filters_let_through(
     assert len(expected) > K
     hits = db.search_messages(WORD, role_filter=["user"], limit=len(expected) + 5)
     assert _ids(hits) == expected
-    assert _ids(db.search_messages(WORD, role_filter=["user"], limit=5)) == expected[:5]
+    unfiltered = _ids(db.search_messages(WORD, limit=10_000))
+    users = set(_newest(path, extra))
+    assert [id_ for id_ in unfiltered if id_ in users] == expected
+    assert (
+        _ids(db.search_messages(WORD, role_filter=["user"], limit=5, offset=K))
+        == expected[K : K + 5]
+    )

@@ -87,46 +87,32 @@ def rejected_query(error: DBAPIError) -> bool:
 
 
 RANK_WINDOW = 2_000
-"""K: bm25 ranks at most this many matches at a time -- the newest K first.
+"""K: bm25 ranks the newest K matches first, then older ones in growing windows.
 
 FTS5's ``ORDER BY rank`` scores every match before it returns twenty, which
 at a million messages is seconds for a common word. The store splits a
-query's matches (those its filters let through), newest first, into windows
-of K and ranks within a window: the first page holds the best-ranked of the
-newest K matches. A query with at most K matches has one window, so its
-order is exactly bm25's. Chosen by measurement: see README, "Search at field
-size" (rank cost is linear in the window, about 5 microseconds a match).
+query's matches, newest first, into windows of K and ranks within a window:
+the first page holds the best-ranked of the newest K matches (of those the
+filters let through; a window left with too few goes on in the next). A
+query with at most K matches has one window, so its order is exactly
+bm25's. Chosen by measurement: see the README's search section (rank cost
+is linear in the window).
 """
 
 _ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
 
 
-def _matches_sql(index: str, filters: str) -> tuple[str, str]:
-    """FROM and WHERE of the rows a MATCH search returns (joined only where filters need it)."""
-    if not filters:
-        return index, f"{index} MATCH :p_query"
-    return (
-        f"{index} JOIN messages m ON m.id = {index}.rowid JOIN sessions s ON s.id = m.session_id",
-        f"{index} MATCH :p_query {filters}",
+@lru_cache(maxsize=8)
+def _nth_newest_statement(index: str) -> TextClause:
+    """The rowid of the n-th (0-based) match at or below ``:p_high``: a rank window's edge.
+
+    FTS5 walks its doclists in descending rowid order itself, from the rowid
+    bound on, so this costs n steps of the doclist, no row lookup, no sort.
+    """
+    return text(
+        f"SELECT rowid FROM {index} WHERE {index} MATCH :p_query AND rowid <= :p_high "
+        "ORDER BY rowid DESC LIMIT 1 OFFSET :p_nth"
     )
-
-
-@lru_cache(maxsize=256)
-def _nth_newest_statement(
-    index: str, sources: bool, excluded: bool, roles: bool, visible: str = ""
-) -> TextClause:
-    """The rowid of the n-th newest match (0-based) that passes the filters: a window's edge.
-
-    FTS5 walks its doclists in descending rowid order itself, so this costs
-    n steps (plus a row lookup each when filters apply), never a sort.
-    """
-    filters, expanding = filter_sql(sources, excluded, roles)
-    source, where = _matches_sql(index, filters + visible)
-    sql = f"""
-        SELECT {index}.rowid FROM {source} WHERE {where}
-        ORDER BY {index}.rowid DESC LIMIT 1 OFFSET :p_nth
-    """
-    return text(sql).bindparams(*expanding)
 
 
 @lru_cache(maxsize=256)
@@ -271,45 +257,44 @@ class SearchRepository:
         params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
         if self.postgresql or index is None:
             return [dict(row) for row in self._c.execute(statement, params).mappings()]
-        return self._windowed(
-            statement, params, _nth_newest_statement(index, *filtered, self._visible)
-        )
+        return self._windowed(statement, params, _nth_newest_statement(index))
 
     def _windowed(
         self, statement: TextClause, params: dict[str, Any], nth: TextClause
     ) -> list[dict[str, Any]]:
-        """The page ``p_offset``, ``p_limit`` of bm25 order within windows of K newest matches.
+        """The page ``p_offset``, ``p_limit`` of bm25 order within windows of newest matches.
 
-        Window w holds the matches newest-first from position w*K to
-        (w+1)*K - 1; it is the rowid range between those two matches, found
-        with :func:`_nth_newest_statement`. The last window (fewer than K
-        matches left) has no lower edge, so a query of at most K matches is
-        ranked as a whole. A page that crosses a window's end goes on in the
-        next one.
+        The query's matches, newest first and counted before filters, fall
+        into windows of K, K, 2K, 4K ... (each older window twice the one
+        before it from the second on, so a search whose filters let few rows
+        through reaches the oldest match in a few steps); each window is the
+        rowid range from its newest to its oldest match
+        (:func:`_nth_newest_statement`) and is ranked on its own. A filtered
+        search is the unfiltered order with the other rows left out. The
+        last window (fewer matches left than its size) has no lower edge, so
+        a query of at most K matches is ranked as a whole. Windows are read
+        newest first until the page is full.
         """
         limit, offset = params["p_limit"], params["p_offset"]
-        window, skip = divmod(offset, RANK_WINDOW)
+        need = min(offset + limit, INT64_MAX)
         found: list[dict[str, Any]] = []
-        high = _ROWID_HIGH
-        if window:
-            edge = self._c.execute(nth, {**params, "p_nth": window * RANK_WINDOW}).scalar()
-            if edge is None:
-                return []
-            high = edge
-        while len(found) < limit:
-            low = self._c.execute(nth, {**params, "p_nth": (window + 1) * RANK_WINDOW - 1}).scalar()
+        size, high = RANK_WINDOW, _ROWID_HIGH
+        while len(found) < need:
+            low = self._c.execute(
+                nth, {"p_query": params["p_query"], "p_high": high, "p_nth": size - 1}
+            ).scalar()
             page = {
                 **params,
                 "p_low": _ROWID_LOW if low is None else low,
                 "p_high": high,
-                "p_limit": limit - len(found),
-                "p_offset": skip,
+                "p_limit": need - len(found),
+                "p_offset": 0,
             }
             found += [dict(row) for row in self._c.execute(statement, page).mappings()]
             if low is None or low <= _ROWID_LOW:
                 break
-            window, skip, high = window + 1, 0, low - 1
-        return found
+            size, high = (size if high == _ROWID_HIGH else 2 * size), low - 1
+        return found[offset:]
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
