@@ -205,6 +205,14 @@ def build(spec: FieldSpec, template: Path, path: Path, log: Log = _log) -> dict[
             connection.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
             timings[f"rebuild_{name}_s"] = time.perf_counter() - t
             log(f"    rebuilt {name} in {timings[f'rebuild_{name}_s']:.0f}s")
+        if "messages_cjk_bigrams" in {
+            r[0] for r in connection.execute("SELECT name FROM sqlite_master")
+        }:
+            from hermes_store.schema.bigram_index import fill_bigrams
+
+            t = time.perf_counter()
+            fill_bigrams(connection)
+            timings["fill_messages_cjk_bigrams_s"] = time.perf_counter() - t
         for _name, sql in triggers:
             connection.execute(sql)
         connection.execute("COMMIT")

@@ -72,20 +72,18 @@ def _newest(path: Path, extra: str = "", args: tuple[object, ...] = ()) -> list[
 
 
 def _windows(path: Path, extra: str = "", args: tuple[object, ...] = ()) -> list[int]:
-    """The whole bounded order: windows of K, K, 2K, 4K ... newest matches (before any
-    filter), each ranked on its own.
+    """The whole bounded order: windows of the K newest matches (before any filter), the
+    next K, and all older ones, each ranked on its own.
 
     ``extra`` filters within the windows: a filtered search is the unfiltered
     order with the other rows left out.
     """
     newest = _newest(path)
     order: list[int] = []
-    start, size = 0, K
-    while start < len(newest):
-        members = newest[start : start + size]
-        low, high = min(members), max(members)
-        order += _raw_rank(path, f"{extra} AND f.rowid BETWEEN ? AND ?", (*args, low, high))
-        start, size = start + size, size if start == 0 else 2 * size
+    for members in (newest[:K], newest[K : 2 * K], newest[2 * K :]):
+        if members:
+            low, high = min(members), max(members)
+            order += _raw_rank(path, f"{extra} AND f.rowid BETWEEN ? AND ?", (*args, low, high))
     return order
 
 

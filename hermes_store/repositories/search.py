@@ -87,7 +87,7 @@ def rejected_query(error: DBAPIError) -> bool:
 
 
 RANK_WINDOW = 2_000
-"""K: bm25 ranks the newest K matches first, then older ones in growing windows.
+"""K: bm25 ranks the newest K matches first, then the next K, then all older ones.
 
 FTS5's ``ORDER BY rank`` scores every match before it returns twenty, which
 at a million messages is seconds for a common word. The store splits a
@@ -98,6 +98,9 @@ query with at most K matches has one window, so its order is exactly
 bm25's. Chosen by measurement: see the README's search section (rank cost
 is linear in the window).
 """
+
+RANK_WINDOWS = 3
+"""Windows of K, K, and everything older: a page never waits for more than three."""
 
 _ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
 
@@ -265,24 +268,25 @@ class SearchRepository:
         """The page ``p_offset``, ``p_limit`` of bm25 order within windows of newest matches.
 
         The query's matches, newest first and counted before filters, fall
-        into windows of K, K, 2K, 4K ... (each older window twice the one
-        before it from the second on, so a search whose filters let few rows
-        through reaches the oldest match in a few steps); each window is the
-        rowid range from its newest to its oldest match
-        (:func:`_nth_newest_statement`) and is ranked on its own. A filtered
-        search is the unfiltered order with the other rows left out. The
-        last window (fewer matches left than its size) has no lower edge, so
-        a query of at most K matches is ranked as a whole. Windows are read
-        newest first until the page is full.
+        into :data:`RANK_WINDOWS` windows: K, K again, then every older match
+        in one; each window is the rowid range from its newest to its oldest
+        match (:func:`_nth_newest_statement`) and is ranked on its own. A
+        filtered search is the unfiltered order with the other rows left out,
+        and one whose filters let few rows through costs at most what the
+        unbounded ranking costs (three windows, the last one everything
+        older). A query of at most K matches is ranked as a whole. Windows
+        are read newest first until the page is full.
         """
         limit, offset = params["p_limit"], params["p_offset"]
         need = min(offset + limit, INT64_MAX)
         found: list[dict[str, Any]] = []
-        size, high = RANK_WINDOW, _ROWID_HIGH
-        while len(found) < need:
-            low = self._c.execute(
-                nth, {"p_query": params["p_query"], "p_high": high, "p_nth": size - 1}
-            ).scalar()
+        high = _ROWID_HIGH
+        for window in range(RANK_WINDOWS):
+            low = None
+            if window < RANK_WINDOWS - 1:
+                low = self._c.execute(
+                    nth, {"p_query": params["p_query"], "p_high": high, "p_nth": RANK_WINDOW - 1}
+                ).scalar()
             page = {
                 **params,
                 "p_low": _ROWID_LOW if low is None else low,
@@ -291,9 +295,9 @@ class SearchRepository:
                 "p_offset": 0,
             }
             found += [dict(row) for row in self._c.execute(statement, page).mappings()]
-            if low is None or low <= _ROWID_LOW:
+            if low is None or low <= _ROWID_LOW or len(found) >= need:
                 break
-            size, high = (size if high == _ROWID_HIGH else 2 * size), low - 1
+            high = low - 1
         return found[offset:]
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from alembic import context, op
 
-from hermes_store.domain.bigrams import GLOB_CLASS, grams
+from hermes_store.domain.bigrams import GLOB_CLASS
+from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
 from hermes_store.schema.migration_ops import is_sqlite
 
 revision = "0009"
@@ -125,37 +126,14 @@ END
 OFFLINE_BACKFILL = f"UPDATE messages SET id = id WHERE {has_pairs('content')}"
 """For ``--sql`` output: each such row passes through the update trigger (and, harmlessly,
 the FTS ones, which delete and re-add the same text)."""
-BATCH = 2_000
 
 
 def backfill() -> None:
-    """Index the rows already there, computed here with :func:`grams` (the triggers' pairs).
-
-    A subquery in FROM cannot see the outer row in SQLite (no LATERAL), so the
-    triggers' statement cannot be run over the table; Python walks each text
-    once instead, only the texts with a non-ASCII character. The rows come in
-    id order and go in batches, inside the revision's transaction.
-    """
+    """Index the rows already there (:func:`hermes_store.schema.bigram_index.fill_bigrams`)."""
     if context.is_offline_mode():
         op.execute(OFFLINE_BACKFILL)
         return
-    connection = op.get_bind()
-    last = 0
-    while True:
-        rows = connection.exec_driver_sql(
-            f"SELECT id, content FROM messages WHERE id > ? AND {has_pairs('content')} "
-            "ORDER BY id LIMIT ?",
-            (last, BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        pairs = [(gram, message_id) for message_id, text in rows for gram in grams(text)]
-        if pairs:  # non-ASCII text need not hold a CJK pair
-            connection.exec_driver_sql(
-                "INSERT OR IGNORE INTO messages_cjk_bigrams (gram, message_id) VALUES (?, ?)",
-                pairs,
-            )
-        last = rows[-1][0]
+    fill_bigrams(driver_connection(op.get_bind()))
 
 
 def upgrade() -> None:
