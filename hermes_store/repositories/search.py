@@ -86,7 +86,7 @@ def rejected_query(error: DBAPIError) -> bool:
     return getattr(original, "sqlstate", None) in _REJECTED_QUERY_SQLSTATES
 
 
-RANK_WINDOW = 2_000
+RANK_WINDOW = 1_000
 """K: bm25 ranks the newest K matches first, then the next K, then all older ones.
 
 FTS5's ``ORDER BY rank`` scores every match before it returns twenty, which
