@@ -275,3 +275,16 @@ def test_a_file_without_the_index_scans_with_like(tmp_path: Path) -> None:
         )
     with _raw(path) as raw:
         assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0008",)]
+
+
+def test_recovery_rebuilds_the_pair_index_after_its_bulk_load(
+    filled: tuple[Path, SessionDB], tmp_path: Path
+) -> None:
+    """Recovery loads messages with the insert triggers off; the pairs must come back too."""
+    from hermes_store.tools.recovery.recover import recover
+
+    path, db = filled
+    db.close()
+    target = tmp_path / "recovered.db"
+    recover(path, target)
+    assert _index(target) == _expected(target) != set()
