@@ -15,6 +15,8 @@ rebuilds the index.
 
 from __future__ import annotations
 
+from hermes_store.domain.query_syntax import OPERATORS
+
 RANGES: tuple[tuple[int, int], ...] = (
     (0x1100, 0x11FF),  # hangul jamo
     (0x3040, 0x30FF),  # hiragana, katakana
@@ -55,8 +57,6 @@ def branch_grams(items: list[str]) -> list[list[str]] | None:
     branch requires no term with a pair (a one-character term, Latin only):
     the index cannot bound that branch, and the search scans.
     """
-    from hermes_store.domain.query_syntax import OPERATORS
-
     branches: list[list[str]] = [[]]
     excluding = False
     for item in items:
