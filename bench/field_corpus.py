@@ -205,6 +205,14 @@ def build(spec: FieldSpec, template: Path, path: Path, log: Log = _log) -> dict[
             connection.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
             timings[f"rebuild_{name}_s"] = time.perf_counter() - t
             log(f"    rebuilt {name} in {timings[f'rebuild_{name}_s']:.0f}s")
+        if "messages_cjk_bigrams" in {
+            r[0] for r in connection.execute("SELECT name FROM sqlite_master")
+        }:
+            from hermes_store.schema.bigram_index import fill_bigrams
+
+            t = time.perf_counter()
+            fill_bigrams(connection)
+            timings["fill_messages_cjk_bigrams_s"] = time.perf_counter() - t
         for _name, sql in triggers:
             connection.execute(sql)
         connection.execute("COMMIT")
@@ -290,6 +298,7 @@ def verify(path: Path, template: Path) -> list[str]:
         ).fetchone()[0]
         if miscounted:
             problems.append(f"{miscounted} sessions with wrong counters")
+        problems += _bigram_problems(connection)
         orphans = connection.execute("PRAGMA foreign_key_check").fetchall()
         if orphans:
             problems.append(f"{len(orphans)} rows fail the foreign key check")
@@ -301,54 +310,32 @@ def verify(path: Path, template: Path) -> list[str]:
     return problems
 
 
+def _bigram_problems(connection: sqlite3.Connection) -> list[str]:
+    """The CJK pair index (revision 0009) holds exactly the pairs of every message."""
+    from hermes_store.domain.bigrams import grams
+
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    if "messages_cjk_bigrams" not in tables:
+        return []
+    expected = sum(
+        len(grams(text))
+        for (text,) in connection.execute(
+            "SELECT content FROM messages WHERE length(CAST(content AS BLOB)) > length(content)"
+        )
+    )
+    held = connection.execute("SELECT COUNT(*) FROM messages_cjk_bigrams").fetchone()[0]
+    orphans = connection.execute(
+        "SELECT COUNT(*) FROM messages_cjk_bigrams "
+        "WHERE message_id NOT IN (SELECT id FROM messages)"
+    ).fetchone()[0]
+    if held != expected or orphans:
+        return [f"messages_cjk_bigrams holds {held} pairs ({orphans} orphans), expected {expected}"]
+    return []
+
+
 # ----------------------------------------------------------------------
 # the cache
 # ----------------------------------------------------------------------
-def upgrade_kept(spec: FieldSpec, template: Path, path: Path, log: Log) -> dict[str, Any] | None:
-    """A corpus of an older schema brought to the head by the store's own revisions, or None.
-
-    A revision that only adds indexes changes the schema hash; rebuilding a
-    million messages for that costs ten minutes. Instead a *copy* of the kept
-    file of the same rows (never the file itself: other worktrees may share
-    it by hard link) is opened by the store, which migrates it, and kept if
-    its ``sqlite_master`` then equals a fresh store file's -- the same check
-    a built corpus passes. A revision that changes rows or search indexes in a
-    way the copy cannot follow fails that check and the corpus is rebuilt.
-    """
-    from hermes_store import SessionDB
-
-    for old in sorted(WORK.glob(f"{spec.key}-*.json")):
-        source = old.with_suffix(".db")
-        if not source.exists() or source == path:
-            continue
-        partial = WORK / f"{path.stem}.partial.db"
-        log(f"  upgrading a copy of {source.name} to the current schema")
-        started = time.perf_counter()
-        shutil.copyfile(source, partial)
-        SessionDB(partial).close()
-        if schema_of(partial) != schema_of(template):
-            log("  the upgraded copy's schema differs from a fresh store file: rebuilding")
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{partial}{suffix}").unlink(missing_ok=True)
-            return None
-        connection = sqlite3.connect(partial)
-        try:  # everything into the main file: only that one is renamed
-            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        finally:
-            connection.close()
-        partial.rename(path)
-        for suffix in ("-wal", "-shm"):
-            Path(f"{partial}{suffix}").unlink(missing_ok=True)
-        facts = json.loads(old.read_text(encoding="utf-8"))
-        facts["schema_hash"] = path.stem.rsplit("-", 1)[1]
-        facts["upgraded_from"] = source.stem.rsplit("-", 1)[1]
-        facts["file_bytes"] = path.stat().st_size
-        facts["timings_s"]["upgrade_s"] = round(time.perf_counter() - started, 1)
-        log(f"  upgraded in {facts['timings_s']['upgrade_s']}s")
-        return facts
-    return None
-
-
 def ensure(
     spec: FieldSpec, *, rebuild: bool = False, log: Log = _log
 ) -> tuple[Path, dict[str, Any]]:
@@ -360,9 +347,9 @@ def ensure(
         path, facts_path = WORK / f"{name}.db", WORK / f"{name}.json"
         if path.exists() and facts_path.exists() and not rebuild:
             return path, json.loads(facts_path.read_text(encoding="utf-8"))
-        if not rebuild and (upgraded := upgrade_kept(spec, template, path, log)) is not None:
-            facts_path.write_text(json.dumps(upgraded, indent=2) + "\n", encoding="utf-8")
-            return path, upgraded
+        older = None if rebuild else _older_corpus(spec, name)
+        if older is not None:
+            return _derive(older, path, facts_path, template, log)
         for stale in WORK.glob(f"field-{spec.messages}m-{spec.sessions}s-*"):
             if stale.name.startswith(name) and not rebuild:
                 continue
@@ -386,6 +373,72 @@ def ensure(
     finally:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{template}{suffix}").unlink(missing_ok=True)
+
+
+def _older_corpus(spec: FieldSpec, name: str) -> Path | None:
+    """A kept, verified corpus of the same rows built under an earlier schema of ours."""
+    for candidate in sorted(WORK.glob(f"{spec.key}-*.db")):
+        if candidate.stem == name or candidate.stem.endswith(".partial"):
+            continue
+        if candidate.with_suffix(".json").exists() and _revision(candidate) is not None:
+            return candidate
+    return None
+
+
+def _revision(path: Path) -> str | None:
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        connection.close()
+    return None if row is None else str(row[0])
+
+
+def _derive(
+    older: Path, path: Path, facts_path: Path, template: Path, log: Log
+) -> tuple[Path, dict[str, Any]]:
+    """The corpus under the current schema: a copy of ``older`` upgraded by the store itself.
+
+    The rows do not depend on the schema (the generator is unchanged), so a
+    schema change need not cost a rebuild: the older file is copied (never
+    written: other checkouts may share it by hard link) and ``SessionDB``
+    runs the new revisions on the copy, as it would on a user's file. The
+    copy is then verified like a built corpus.
+    """
+    from hermes_store import SessionDB
+
+    partial = path.with_name(f"{path.stem}.partial.db")
+    log(f"  deriving {path.name} from {older.name} (copy, then the store's own upgrade)")
+    t = time.perf_counter()
+    shutil.copyfile(older, partial)
+    os.chmod(partial, 0o600)
+    copy_s = time.perf_counter() - t
+    t = time.perf_counter()
+    SessionDB(partial).close()
+    upgrade_s = time.perf_counter() - t
+    t = time.perf_counter()
+    problems = verify(partial, template)
+    verify_s = time.perf_counter() - t
+    if problems:
+        raise RuntimeError("the upgraded corpus is wrong: " + "; ".join(problems))
+    facts = json.loads(older.with_suffix(".json").read_text(encoding="utf-8"))
+    facts["derived_from"] = {
+        "file": older.name,
+        "revision": _revision(older),
+        "copy_s": round(copy_s, 1),
+        "upgrade_s": round(upgrade_s, 1),
+        "verify_s": round(verify_s, 1),
+    }
+    facts["schema_hash"] = path.stem.rsplit("-", 1)[1]
+    facts["file_bytes"] = partial.stat().st_size
+    for suffix in ("-wal", "-shm"):
+        Path(f"{partial}{suffix}").unlink(missing_ok=True)
+    partial.rename(path)
+    facts_path.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    log(f"  copied in {copy_s:.0f}s, upgraded in {upgrade_s:.0f}s, verified in {verify_s:.0f}s")
+    return path, facts
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -185,7 +185,7 @@ def test_upgrade_creates_a_private_store_at_head_and_current_reports_it(
         "head_revision": HEAD_REVISION,
         "at_head": True,
         "ladder": "hermes_store",
-        "layout": "hermes_store's own (document v6 + trigram index)",
+        "layout": "hermes_store's own (document v6 + trigram and CJK pair indexes)",
     }
     assert "already at head" in ok(cli("upgrade", "--db", str(path))).stdout
 

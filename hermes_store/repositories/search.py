@@ -21,12 +21,13 @@ from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
 from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
+from hermes_store.domain.bigrams import branch_grams
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.records import ContextLine, SearchHit
 from hermes_store.domain.substrings import TRIGRAM, has_cjk, make_snippet, substring_query
 from hermes_store.errors import InvalidInputError
 from hermes_store.repositories.shapes import searchable_messages
-from hermes_store.schema.layout import STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
+from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
 
 CONTEXT_CHARS = 200
 
@@ -85,6 +86,38 @@ def rejected_query(error: DBAPIError) -> bool:
     return getattr(original, "sqlstate", None) in _REJECTED_QUERY_SQLSTATES
 
 
+RANK_WINDOW = 1_000
+"""K: bm25 ranks the newest K matches first, then the next K, then all older ones.
+
+FTS5's ``ORDER BY rank`` scores every match before it returns twenty, which
+at a million messages is seconds for a common word. The store splits a
+query's matches, newest first, into windows of K and ranks within a window:
+the first page holds the best-ranked of the newest K matches (of those the
+filters let through; a window left with too few goes on in the next). A
+query with at most K matches has one window, so its order is exactly
+bm25's. Chosen by measurement: see the README's search section (rank cost
+is linear in the window).
+"""
+
+RANK_WINDOWS = 3
+"""Windows of K, K, and everything older: a page never waits for more than three."""
+
+_ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
+
+
+@lru_cache(maxsize=8)
+def _nth_newest_statement(index: str) -> TextClause:
+    """The rowid of the n-th (0-based) match at or below ``:p_high``: a rank window's edge.
+
+    FTS5 walks its doclists in descending rowid order itself, from the rowid
+    bound on, so this costs n steps of the doclist, no row lookup, no sort.
+    """
+    return text(
+        f"SELECT rowid FROM {index} WHERE {index} MATCH :p_query AND rowid <= :p_high "
+        "ORDER BY rowid DESC LIMIT 1 OFFSET :p_nth"
+    )
+
+
 @lru_cache(maxsize=256)
 def _match_statement(
     index: str | None,
@@ -93,14 +126,19 @@ def _match_statement(
     excluded: bool,
     roles: bool,
     visible: str = "",
+    anchors: int = 0,
 ) -> TextClause:
     """One prebuilt statement per index, combination of filters and row visibility.
 
-    ``index`` names the FTS5 table to MATCH against; None means a substring
-    scan of ``messages`` with the boolean ``like_sql`` (see cjk_query), whose
-    snippet is made in Python from the returned content. ``visible`` is an
-    ``AND`` condition that hides rows the file's owner hides (the agent's
-    rewound messages).
+    ``index`` names the FTS5 table to MATCH against, ranked within the rowid
+    window ``:p_low`` .. ``:p_high`` (see :data:`RANK_WINDOW`); None means a
+    substring test of ``messages`` with the boolean ``like_sql`` (see
+    cjk_query), newest first, whose snippet is made in Python from the
+    returned content. ``anchors`` > 0 bounds that test to the messages the
+    CJK pair index holds under ``:p_gram0`` ... (one pair: read in the
+    index's own order; several: the union of them); 0 scans every message.
+    ``visible`` is an ``AND`` condition that hides rows the file's owner
+    hides (the agent's rewound messages).
     """
     filters, expanding = filter_sql(sources, excluded, roles)
     filters += visible
@@ -108,8 +146,21 @@ def _match_statement(
                s.source, s.model, s.started_at AS session_started"""
     if index is not None:
         source = f"{index} JOIN messages m ON m.id = {index}.rowid"
-        where, order = f"{index} MATCH :p_query", "rank"
+        where = f"{index} MATCH :p_query AND {index}.rowid BETWEEN :p_low AND :p_high"
+        order = "rank"
         snippet = f"snippet({index}, 0, '>>>', '<<<', '...', 40)"
+    elif anchors == 1:
+        source = f"{BIGRAM_TABLE} g CROSS JOIN messages m ON m.id = g.message_id"
+        where, order, snippet = (
+            f"g.gram = :p_gram0 AND {like_sql}",
+            "g.message_id DESC",
+            "m.content",
+        )
+    elif anchors > 1:
+        grams = ", ".join(f":p_gram{n}" for n in range(anchors))
+        source, order, snippet = "messages m", "m.id DESC", "m.content"
+        candidates = f"SELECT message_id FROM {BIGRAM_TABLE} WHERE gram IN ({grams})"
+        where = f"m.id IN ({candidates}) AND {like_sql}"
     else:
         assert like_sql is not None, "a substring scan needs its LIKE condition"
         source, where, order, snippet = "messages m", like_sql, "m.id DESC", "m.content"
@@ -122,6 +173,12 @@ def _match_statement(
         LIMIT :p_limit OFFSET :p_offset
     """
     return text(sql).bindparams(*expanding)
+
+
+_GRAM_ROWS = text(
+    f"SELECT COUNT(*) FROM (SELECT 1 FROM {BIGRAM_TABLE} WHERE gram = :p_gram LIMIT :p_cap)"
+)
+_GRAM_PROBE_CAP = 5_000
 
 
 class SearchRepository:
@@ -146,6 +203,8 @@ class SearchRepository:
             trigram is not None and trigram.skips_tool_rows
         )
         """The trigram table leaves ``role = 'tool'`` rows out (the agent's v23+ layout)."""
+        self.has_bigrams = not self.postgresql and layout.bigrams
+        """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
 
     def word_query(self, items: list[str]) -> str:
         """Sanitized query items (fts_query.query_items) in this dialect's syntax.
@@ -167,6 +226,7 @@ class SearchRepository:
         roles: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        grams: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """Matches best first; raises the driver's error on a query the engine rejects.
 
@@ -178,11 +238,15 @@ class SearchRepository:
         whose ``snippet`` column then holds the whole content. On PostgreSQL
         the default ``index`` means the tsvector GIN index and ``fts_query``
         is a :meth:`word_query` text; there is no trigram table (substring
-        search is ``index=None`` with ILIKE, served by pg_trgm).
+        search is ``index=None`` with ILIKE, served by pg_trgm). ``grams`` (SQLite,
+        ``index=None``) bounds the substring test to the messages the CJK pair
+        index holds under any of them; the caller makes sure every match is
+        among those (:func:`hermes_store.domain.bigrams.branch_grams`).
         """
         filtered = (bool(sources), bool(excluded_sources), bool(roles))
+        anchors = len(grams or ())
         if not self.postgresql:
-            statement = _match_statement(index, like_sql, *filtered, self._visible)
+            statement = _match_statement(index, like_sql, *filtered, self._visible, anchors)
         elif index == FTS_INDEX:
             statement = word_statement(*filtered)
         elif index is None:
@@ -197,7 +261,48 @@ class SearchRepository:
             params["p_excluded"] = list(excluded_sources)
         if roles:
             params["p_roles"] = list(roles)
-        return [dict(row) for row in self._c.execute(statement, params).mappings()]
+        params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
+        if self.postgresql or index is None:
+            return [dict(row) for row in self._c.execute(statement, params).mappings()]
+        return self._windowed(statement, params, _nth_newest_statement(index))
+
+    def _windowed(
+        self, statement: TextClause, params: dict[str, Any], nth: TextClause
+    ) -> list[dict[str, Any]]:
+        """The page ``p_offset``, ``p_limit`` of bm25 order within windows of newest matches.
+
+        The query's matches, newest first and counted before filters, fall
+        into :data:`RANK_WINDOWS` windows: K, K again, then every older match
+        in one; each window is the rowid range from its newest to its oldest
+        match (:func:`_nth_newest_statement`) and is ranked on its own. A
+        filtered search is the unfiltered order with the other rows left out,
+        and one whose filters let few rows through costs at most what the
+        unbounded ranking costs (three windows, the last one everything
+        older). A query of at most K matches is ranked as a whole. Windows
+        are read newest first until the page is full.
+        """
+        limit, offset = params["p_limit"], params["p_offset"]
+        need = min(offset + limit, INT64_MAX)
+        found: list[dict[str, Any]] = []
+        high = _ROWID_HIGH
+        for window in range(RANK_WINDOWS):
+            low = None
+            if window < RANK_WINDOWS - 1:
+                low = self._c.execute(
+                    nth, {"p_query": params["p_query"], "p_high": high, "p_nth": RANK_WINDOW - 1}
+                ).scalar()
+            page = {
+                **params,
+                "p_low": _ROWID_LOW if low is None else low,
+                "p_high": high,
+                "p_limit": need - len(found),
+                "p_offset": 0,
+            }
+            found += [dict(row) for row in self._c.execute(statement, page).mappings()]
+            if low is None or low <= _ROWID_LOW or len(found) >= need:
+                break
+            high = low - 1
+        return found[offset:]
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
@@ -300,7 +405,10 @@ class SearchRepository:
             return []
         if substring.fts is not None:
             return self.match(substring.fts, index=TRIGRAM_INDEX, **filters)
-        indexed = self.postgresql and min(map(len, substring.needles)) >= TRIGRAM
+        branches = branch_grams(items) if self.has_bigrams else None
+        indexed = branches is not None or (
+            self.postgresql and min(map(len, substring.needles)) >= TRIGRAM
+        )
         if not (allow_scan or indexed):
             return []
         matches = self.match(
@@ -308,8 +416,26 @@ class SearchRepository:
             index=None,
             like_sql=substring.like_sql,
             like_params=substring.like_params,
+            grams=None if branches is None else [self._rarest(b) for b in branches],
             **filters,
         )
         for match in matches:
             match["snippet"] = make_snippet(match["snippet"], substring.needles)
         return matches
+
+    def _rarest(self, grams: list[str]) -> str:
+        """Of a branch's pairs, the one with the fewest messages (counted up to a cap).
+
+        Any one of them bounds the branch; the rarest leaves the fewest rows
+        for the ``LIKE`` test ("问题 鸡蛋" reads the none of 鸡蛋, not every 问题).
+        """
+        if len(grams) == 1:
+            return grams[0]
+        counts: dict[str, int] = {
+            gram: int(
+                self._c.execute(_GRAM_ROWS, {"p_gram": gram, "p_cap": _GRAM_PROBE_CAP}).scalar()
+                or 0
+            )
+            for gram in grams
+        }
+        return min(grams, key=lambda gram: counts[gram])

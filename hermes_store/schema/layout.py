@@ -56,6 +56,18 @@ WORD_INDEX = "messages_fts"
 TRIGRAM_INDEX = "messages_fts_trigram"
 CJK_INDEX = "messages_fts_cjk"
 FTS_TABLES = (WORD_INDEX, TRIGRAM_INDEX, CJK_INDEX)
+BIGRAM_TABLE = "messages_cjk_bigrams"
+"""Our CJK pair index (revision 0009): a plain table, kept by triggers in the file."""
+BIGRAM_OBJECTS = frozenset(
+    {
+        ("table", BIGRAM_TABLE),
+        ("table", "messages_cjk_positions"),
+        ("trigger", "messages_cjk_bigrams_insert"),
+        ("trigger", "messages_cjk_bigrams_delete"),
+        ("trigger", "messages_cjk_bigrams_update"),
+    }
+)
+"""Everything the pair index needs: without all of it, it may be stale and is not read."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,9 @@ class Layout:
     """Prompts live in ``system_prompts`` behind ``sessions.system_prompt_hash`` (agent v25)."""
     compression_locks: bool = False
     """The agent's ``compression_locks`` table: a session being compressed takes no appends."""
+    bigrams: bool = False
+    """Our CJK pair index (revision 0009) is there with all its triggers: short CJK terms
+    read it instead of scanning. Files of the agent's own versions never get it from us."""
 
     # -- what the statements need to know --------------------------------
     @property
@@ -176,7 +191,7 @@ class Layout:
     def describe(self) -> str:
         """One line for ``hermes-store current``: which layout the store reads the file in."""
         if self.standard:
-            return "hermes_store's own (document v6 + trigram index)"
+            return "hermes_store's own (document v6 + trigram and CJK pair indexes)"
         parts = []
         if self.ladder is Ladder.AGENT:
             parts.append(f"the Hermes agent's schema version {self.schema_version}, used as it is")
@@ -186,6 +201,8 @@ class Layout:
             shape = f"external over {index.content}" if index.external else "inline"
             state = "" if index.usable else f", unusable here (tokenizer {index.tokenizer})"
             parts.append(f"{index.name}: {shape}, {', '.join(index.columns)}{state}")
+        if self.bigrams:
+            parts.append(f"{BIGRAM_TABLE}: ours, kept by triggers")
         return "; ".join(parts)
 
 
@@ -200,8 +217,9 @@ STANDARD = Layout(
     message_columns=frozenset(MESSAGE_COLUMNS),
     word=_OURS_WORD,
     trigram=_OURS_TRIGRAM,
+    bigrams=True,
 )
-"""A file at our head: the document's v6 tables, the word index and our trigram index.
+"""A file at our head: the document's v6 tables, the word index, our trigram and pair indexes.
 
 PostgreSQL databases are always in this layout (our revisions alone build them);
 their search indexes are expressions, which the PostgreSQL statements repeat.
@@ -339,6 +357,7 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         cjk_live_triggers=cjk_live,
         system_prompts="system_prompts" in tables and "system_prompt_hash" in columns["sessions"],
         compression_locks="compression_locks" in tables,
+        bigrams={(kind, name) for name, (kind, _t, _s) in objects.items()} >= BIGRAM_OBJECTS,
     )
 
 

@@ -45,6 +45,7 @@ REVISION_VERSIONS = {
     "0006": 6,
     "0007": 6,
     "0008": 6,
+    "0009": 6,
     "0010": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""

@@ -26,12 +26,10 @@ trigram index, they come with our revisions only, so a file the agent's code
 moved to its own schema versions does not get them (no revision runs on
 such a file; its queries still work, at the old speed).
 
-``schema_version`` is left at 6 (see revision 0008). Numbered 0010 beside
-0009 (search) developed at the same time: whoever merges both re-points this
-revision's ``down_revision`` to ``"0009"``.
+``schema_version`` is left at 6 (see revision 0008).
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from alembic import op
 from hermes_store.schema.migration_ops import is_sqlite
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

@@ -38,6 +38,7 @@ from hermes_store.errors import StoreError
 from hermes_store.repositories.maintenance import MaintenanceRepository
 from hermes_store.repositories.messages import insert_rows
 from hermes_store.repositories.shapes import writable_sessions
+from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
 from hermes_store.schema.layout import STANDARD
 from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.tools.backup import COUNT_ROWS
@@ -258,12 +259,18 @@ def _drop_index_triggers(connection: Connection) -> list[str]:
 
 
 def _rebuild_indexes(connection: Connection, triggers: list[str]) -> None:
-    """Every FTS index over ``messages`` built from the table; the triggers back as they were."""
+    """Every FTS index (and the CJK pair index) built from the table; the triggers back."""
     for (name,) in connection.execute(_FTS_TABLES).all():
         connection.exec_driver_sql(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
+    if connection.execute(_BIGRAM_TABLE).first() is not None:  # revision 0009's pair index
+        fill_bigrams(driver_connection(connection), replace=True)
     for sql in triggers:
         connection.exec_driver_sql(sql)
 
+
+_BIGRAM_TABLE = text(
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk_bigrams'"
+)
 
 _LINK_PARENT = (
     update(sessions_table)
