@@ -989,6 +989,9 @@ def test_a_counter_at_its_largest_still_takes_zero_and_absolute_values(seeded: S
     assert session["estimated_cost_usd"] == 1e308
     seeded.update_token_counts("s2", output_tokens=largest, absolute=True)
     assert seeded.get_session("s2")["output_tokens"] == largest
+    # Both counters at their largest: the report's sum (and its index) widen, never overflow.
+    top = seeded.top_sessions_by_tokens(1)
+    assert [entry["id"] for entry in top] == ["s2"] and top[0]["total_tokens"] >= largest
 
 
 NEGATIVE_COUNTS = [

@@ -46,7 +46,14 @@ ROW_TREES = (
     "idx_sessions_parent",
     "idx_sessions_started",
     "idx_sessions_title_unique",
+    # revision 0010's: a covering index would otherwise answer a report whole
+    "idx_sessions_listing",
+    "idx_sessions_source_listing",
+    "idx_sessions_title_family",
+    "idx_sessions_usage",
+    "idx_sessions_total_tokens",
 )
+"""Every b-tree of session and message rows: the tables and each of their indexes."""
 
 
 def build_store(path: Path) -> None:
@@ -80,8 +87,23 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def damaged_copy(pristine: Path, target: Path, trees: tuple[str, ...]) -> list[int]:
     target.write_bytes(pristine.read_bytes())
+    if trees == ROW_TREES:  # the list is whole: a new index must be added to it
+        assert set(trees) == set(row_trees_of(pristine)), "ROW_TREES is out of date"
     os.chmod(target, 0o600)
     return overwrite_pages(target, pages_of(pristine, trees), seed=7)
+
+
+def row_trees_of(path: Path) -> list[str]:
+    """The b-trees of ``sessions`` and ``messages`` the file holds (tables and indexes)."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT name FROM sqlite_master WHERE tbl_name IN ('sessions', 'messages') "
+            "AND type IN ('table', 'index')"
+        ).fetchall()
+    finally:
+        connection.close()
+    return [name for (name,) in rows]
 
 
 def public_calls(db: SessionDB) -> dict[str, Callable[[], Any]]:

@@ -236,7 +236,7 @@ _TOKENS_BY_MODEL = """
     ORDER BY total_cost DESC NULLS LAST
     """
 _TOP_BY_TOKENS = """
-    SELECT id, title, model, input_tokens + output_tokens AS total_tokens,
+    SELECT id, title, model, CAST(input_tokens AS BIGINT) + output_tokens AS total_tokens,
            estimated_cost_usd
     FROM sessions
     ORDER BY total_tokens DESC NULLS LAST

@@ -15,8 +15,11 @@ index below lets one of them read a few pages instead:
   the index, see ``SessionRepository``) without visiting its rows;
 * ``idx_sessions_usage`` (model, input_tokens, output_tokens,
   estimated_cost_usd): ``token_usage_by_model`` groups from the index alone;
-* ``idx_sessions_total_tokens`` on ``input_tokens + output_tokens``,
-  descending: ``top_sessions_by_tokens`` reads the first N entries.
+* ``idx_sessions_total_tokens`` on ``CAST(input_tokens AS BIGINT) + output_tokens``,
+  descending: ``top_sessions_by_tokens`` reads the first N entries. Widened
+  before the sum: PostgreSQL's counters are 32-bit ``INTEGER``, and an index
+  whose expression overflows refuses the write of two counters that fit
+  (SQLite's integers are 64-bit already; the cast costs it nothing).
   PostgreSQL sorts NULL first in a descending index, so there it says
   ``DESC NULLS LAST``, the order of the query.
 
@@ -59,7 +62,7 @@ def upgrade() -> None:
     order = TOTAL_TOKENS_ORDER["sqlite" if is_sqlite() else "postgresql"]
     op.execute(
         f"CREATE INDEX IF NOT EXISTS {TOTAL_TOKENS} "
-        f"ON sessions ((input_tokens + output_tokens) {order})"
+        f"ON sessions ((CAST(input_tokens AS BIGINT) + output_tokens) {order})"
     )
 
 
