@@ -437,8 +437,8 @@ class SessionDB:
             session = uow.sessions.get(session_id)
             if session is None:
                 return None
-            messages = uow.messages.for_session(session_id)
-        return {**session.as_dict(), "messages": [message.as_dict() for message in messages]}
+            messages = uow.messages.for_session_as_dicts(session_id)
+        return {**session.as_dict(), "messages": messages}
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (optionally of one source) with its messages, from one snapshot."""
@@ -452,8 +452,9 @@ class SessionDB:
     def _export_rows(self, source: str | None) -> Iterator[dict[str, Any]]:
         with self._store.read() as uow:
             for session in uow.sessions.all(source):
-                messages = uow.messages.for_session(session.id)
-                yield {**session.as_dict(), "messages": [m.as_dict() for m in messages]}
+                # dicts straight from the rows: see MessageRepository.for_session_as_dicts
+                messages = uow.messages.for_session_as_dicts(session.id)
+                yield {**session.as_dict(), "messages": messages}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted.
