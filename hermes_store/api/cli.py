@@ -40,7 +40,13 @@ from hermes_store.errors import InvalidInputError, SessionNotFoundError, StoreEr
 from hermes_store.repositories.messages import insert_rows
 from hermes_store.repositories.sessions import insert_session_row
 from hermes_store.schema.models import messages_table, sessions_table
-from hermes_store.schema.state import Ladder, ladder_of
+from hermes_store.schema.state import (
+    HEAD_REVISION,
+    HEAD_SCHEMA_VERSION,
+    Ladder,
+    ladder_of,
+    read_state,
+)
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
 
@@ -92,7 +98,6 @@ app = typer.Typer(
 def _version(asked: bool) -> None:
     if not asked:
         return
-    from hermes_store.schema.state import HEAD_REVISION, HEAD_SCHEMA_VERSION
 
     try:
         version = metadata.version("hermes-store")
@@ -216,7 +221,6 @@ def _reader(target: Target) -> Iterator[SessionDB]:
 
 
 def _state(store: Store) -> tuple[int | None, str | None]:
-    from hermes_store.schema.state import read_state
 
     with store.read() as uow:
         return read_state(uow.connection)
@@ -259,7 +263,6 @@ def current(
     as_json: JsonOption = False,
 ) -> None:
     """Print the schema version and the Alembic revision of the store (changes nothing)."""
-    from hermes_store.schema.state import HEAD_REVISION  # not migrate: no Alembic to start
 
     target = _target(db, url, patience)
     with _open(target, read_only=True) as store:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import sys
 import time
@@ -297,15 +298,10 @@ class _InsertIfAbsent(dict[str, Any]):
         self._writable = writable
 
     def __missing__(self, dialect: str) -> Any:
-        statement: Any
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            statement = pg_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            statement = sqlite_insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
+        # sqlalchemy.dialects.sqlite / .postgresql: imported only for the dialect in use
+        package = "postgresql" if dialect == "postgresql" else "sqlite"
+        module = importlib.import_module(f"sqlalchemy.dialects.{package}")
+        statement = module.insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
         self[dialect] = statement
         return statement
 

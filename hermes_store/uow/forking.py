@@ -18,7 +18,9 @@ right after the fork:
 
 :class:`~hermes_store.uow.connections.ThreadConnections` already ignores a kept
 connection made in another process; this module handles the pool and the
-inherited connections themselves.
+inherited connections themselves. The queues of shared commits
+(:mod:`hermes_store.uow.group`) are forgotten by the same hook: a call the
+parent's leader was running is nobody's in the child.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from sqlalchemy.engine import Engine
 
 if TYPE_CHECKING:
     from hermes_store.uow.connections import ThreadConnections
+    from hermes_store.uow.group import SharedCommits
 
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _CONNECTIONS: weakref.WeakSet[ThreadConnections] = weakref.WeakSet()
+_SHARED: weakref.WeakSet[SharedCommits] = weakref.WeakSet()
 _INHERITED: list[Any] = []
 """What the child must neither use nor close: referenced so that no finalizer touches it."""
 
@@ -44,7 +48,14 @@ def watch(engine: Engine, connections: ThreadConnections) -> None:
     _CONNECTIONS.add(connections)
 
 
+def watch_shared(shared: SharedCommits) -> None:
+    """Have a child process forget ``shared``'s queue and leader after a fork."""
+    _SHARED.add(shared)
+
+
 def _forget_the_parents_connections() -> None:
+    for shared in list(_SHARED):
+        shared._forget_the_parents_calls()
     for connections in list(_CONNECTIONS):
         _INHERITED.extend(connections.forget_inherited())
     for engine in list(_ENGINES):

@@ -48,16 +48,15 @@ machinery and the retry of aborted units stay as they are).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from hermes_store.errors import StoreLockedError
+from hermes_store.uow import forking
 from hermes_store.uow.unit import UnitOfWork
 
 _T = TypeVar("_T")
@@ -133,7 +132,7 @@ class SharedCommits:
         self._awaited: set[int] = set()
         """Threads the last group answered that have not written again since."""
         self._changed = threading.Lock()
-        _STORES.add(self)
+        forking.watch_shared(self)
         self.groups = 0
         """Transactions committed (or attempted) by groups; calls / groups is the sharing."""
         self.calls = 0
@@ -284,9 +283,7 @@ class SharedCommits:
 
     def _run_group(self, leader: SharedCall[Any]) -> None:
         """Begin one write unit, run queued calls in it, commit, deliver the outcomes."""
-        patience = leader.patience_s
-        if patience is not None or leader.deadline - time.monotonic() < self._default_patience_s:
-            patience = max(0.0, leader.deadline - time.monotonic())
+        patience = max(0.0, leader.deadline - time.monotonic())  # what is left of the leader's
         unit = self._open_unit(patience)
         try:
             unit.__enter__()
@@ -360,14 +357,3 @@ class SharedCommits:
                 self._queue.remove(leader)
             leader.error, leader.state = error, _State.DONE
             leader.wake.set()
-
-
-_STORES: weakref.WeakSet[SharedCommits] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for shared in list(_STORES):
-        shared._forget_the_parents_calls()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
