@@ -15,7 +15,7 @@ rebuilds the index.
 
 from __future__ import annotations
 
-from hermes_store.domain.query_syntax import OPERATORS
+from hermes_store.domain.query_syntax import OPERATORS, plain_text
 
 RANGES: tuple[tuple[int, int], ...] = (
     (0x1100, 0x11FF),  # hangul jamo
@@ -66,7 +66,7 @@ def branch_grams(items: list[str]) -> list[list[str]] | None:
         elif item in OPERATORS:
             excluding = excluding or item == "NOT"
         elif not excluding:
-            for gram in grams(item.rstrip("*").strip('"')):
+            for gram in grams(plain_text(item)):
                 if gram not in branches[-1]:
                     branches[-1].append(gram)
     if not all(branches):

@@ -185,6 +185,11 @@ def query_items(query: str) -> list[str]:
     return items
 
 
+def plain_text(item: str) -> str:
+    """A sanitized term or phrase without its quotes and prefix star: the text to find."""
+    return item.rstrip("*").strip('"')
+
+
 def wanted_terms(items: list[str]) -> list[str]:
     """The terms and phrases of :func:`query_items` a match contains (not the excluded ones)."""
     wanted: list[str] = []

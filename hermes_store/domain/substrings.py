@@ -17,23 +17,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hermes_store.domain.query_syntax import OPERATORS, wanted_terms
+from hermes_store.domain.bigrams import GLOB_CLASS
+from hermes_store.domain.query_syntax import OPERATORS, plain_text, wanted_terms
 
-_CJK = re.compile(
-    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
-)
+_CJK = re.compile(GLOB_CLASS)  # the characters the pair index holds route to substrings
 TRIGRAM = 3
 SNIPPET_RADIUS = 30
 
 
 def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
-
-
-def _plain(item: str) -> str:
-    """A term or phrase without its quotes and prefix star: the substring to find."""
-    return item.rstrip("*").strip('"')
 
 
 @dataclass(frozen=True)
@@ -63,14 +56,14 @@ def substring_query(
     FTS5 trigram table and passes ``like="ILIKE"``: its pg_trgm index serves
     ILIKE directly).
     """
-    needles = [_plain(item) for item in items if item not in OPERATORS]
+    needles = [plain_text(item) for item in items if item not in OPERATORS]
     needles = [n for n in needles if n.strip()]
-    wanted = [n for n in map(_plain, wanted_terms(items)) if n.strip()]
+    wanted = [n for n in map(plain_text, wanted_terms(items)) if n.strip()]
     if not wanted:
         return None
     ordered = sorted(set(wanted), key=len, reverse=True)
     if trigram and all(len(n) >= TRIGRAM for n in needles):
-        terms = [item if item in OPERATORS else f'"{_plain(item)}"' for item in items]
+        terms = [item if item in OPERATORS else f'"{plain_text(item)}"' for item in items]
         return SubstringQuery(" ".join(terms), None, {}, ordered)
     parts: list[str] = []
     params: dict[str, str] = {}
@@ -87,7 +80,7 @@ def substring_query(
             parts.append("AND NOT" if item == "NOT" else item)
             continue
         name = f"p_like{len(params)}"
-        params[name] = f"%{_escape_like(_plain(item))}%"
+        params[name] = f"%{_escape_like(plain_text(item))}%"
         run.append(f"{column} {like} :{name} ESCAPE '\\'")
     close_run()
     return SubstringQuery(None, "(" + " ".join(parts) + ")", params, ordered)

@@ -416,26 +416,29 @@ class SearchRepository:
             index=None,
             like_sql=substring.like_sql,
             like_params=substring.like_params,
-            grams=None if branches is None else [self._rarest(b) for b in branches],
+            grams=None if branches is None else self._anchors(branches),
             **filters,
         )
         for match in matches:
             match["snippet"] = make_snippet(match["snippet"], substring.needles)
         return matches
 
-    def _rarest(self, grams: list[str]) -> str:
+    def _anchors(self, branches: list[list[str]]) -> list[str]:
+        """Each branch's rarest pair (see :meth:`_rarest`), each pair probed and named once."""
+        counts: dict[str, int] = {}
+        return list(dict.fromkeys(self._rarest(branch, counts) for branch in branches))
+
+    def _rarest(self, grams: list[str], counts: dict[str, int]) -> str:
         """Of a branch's pairs, the one with the fewest messages (counted up to a cap).
 
         Any one of them bounds the branch; the rarest leaves the fewest rows
         for the ``LIKE`` test ("问题 鸡蛋" reads the none of 鸡蛋, not every 问题).
+        ``counts`` keeps the probes of the search's other branches.
         """
         if len(grams) == 1:
             return grams[0]
-        counts: dict[str, int] = {
-            gram: int(
-                self._c.execute(_GRAM_ROWS, {"p_gram": gram, "p_cap": _GRAM_PROBE_CAP}).scalar()
-                or 0
-            )
-            for gram in grams
-        }
+        for gram in grams:
+            if gram not in counts:
+                probe = {"p_gram": gram, "p_cap": _GRAM_PROBE_CAP}
+                counts[gram] = int(self._c.execute(_GRAM_ROWS, probe).scalar() or 0)
         return min(grams, key=lambda gram: counts[gram])

@@ -35,7 +35,7 @@ from __future__ import annotations
 from alembic import context, op
 
 from hermes_store.domain.bigrams import GLOB_CLASS
-from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
+from hermes_store.schema.bigram_index import HAS_PAIRS, driver_connection, fill_bigrams
 from hermes_store.schema.migration_ops import is_sqlite
 
 revision = "0009"
@@ -83,8 +83,8 @@ WHERE q.n < 32 AND q.n <= length(short.piece) - 2
 
 
 def has_pairs(text: str) -> str:
-    """The cheap test first: a text with any non-ASCII character (bytes > characters)."""
-    return f"length(CAST({text} AS BLOB)) > length({text})"
+    """The cheap test first: the back-fill's own (any non-ASCII character), on ``text``."""
+    return HAS_PAIRS.format(text=text)
 
 
 def _insert(row: str) -> str:

@@ -39,7 +39,7 @@ from hermes_store.repositories.maintenance import MaintenanceRepository
 from hermes_store.repositories.messages import insert_rows
 from hermes_store.repositories.shapes import writable_sessions
 from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
-from hermes_store.schema.layout import STANDARD
+from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD
 from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.tools.backup import COUNT_ROWS
 from hermes_store.tools.disk import require_free_space, sync
@@ -262,14 +262,14 @@ def _rebuild_indexes(connection: Connection, triggers: list[str]) -> None:
     """Every FTS index (and the CJK pair index) built from the table; the triggers back."""
     for (name,) in connection.execute(_FTS_TABLES).all():
         connection.exec_driver_sql(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
-    if connection.execute(_BIGRAM_TABLE).first() is not None:  # revision 0009's pair index
+    if connection.execute(_HAS_BIGRAM_TABLE).first() is not None:  # revision 0009's pair index
         fill_bigrams(driver_connection(connection), replace=True)
     for sql in triggers:
         connection.exec_driver_sql(sql)
 
 
-_BIGRAM_TABLE = text(
-    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages_cjk_bigrams'"
+_HAS_BIGRAM_TABLE = text(
+    f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{BIGRAM_TABLE}'"
 )
 
 _LINK_PARENT = (
