@@ -176,20 +176,22 @@ class ThreadConnections:
         else:
             connection.close()
 
-    def forget_inherited(self) -> list[KeptConnection]:
+    def forget_inherited(self, close_idle: bool = True) -> list[KeptConnection]:
         """In a child after ``fork``: drop the parent's kept connections (see ``forking``).
 
         Idle SQLite ones are closed here (the child's SQLite lock bookkeeping
         must not count them); the rest -- busy in a parent thread, or a
         server's socket the parent still uses -- are returned, for the caller
-        to keep referenced and never touch.
+        to keep referenced and never touch. ``close_idle=False`` keeps the idle
+        ones too (see :mod:`~hermes_store.uow.forking`: a parent with other
+        threads may have forked while one of them held a mutex of SQLite's).
         """
         untouchable = []
         with self._lock:
             inherited = [holder for holder in self._kept if holder.pid != os.getpid()]
         for holder in inherited:
             self._kept.discard(holder)
-            if holder.busy or self._engine.dialect.name != "sqlite":
+            if not close_idle or holder.busy or self._engine.dialect.name != "sqlite":
                 untouchable.append(holder)
             elif not holder.connection.closed:
                 with contextlib.suppress(SQLAlchemyError):

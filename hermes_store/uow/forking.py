@@ -26,6 +26,7 @@ parent's leader was running is nobody's in the child.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -53,17 +54,33 @@ def watch_shared(shared: SharedCommits) -> None:
     _SHARED.add(shared)
 
 
+_PARENT_THREADS = [1]
+"""How many threads the parent had when it forked (read in the child)."""
+
+
+def _count_the_parents_threads() -> None:
+    _PARENT_THREADS[0] = threading.active_count()
+
+
 def _forget_the_parents_connections() -> None:
+    # With other threads in the parent, one may have held a mutex of SQLite's
+    # own (its allocator's) at the fork: closing a connection in the child
+    # would then wait on it forever (seen: sqlite3_free in the child's dispose).
+    # The child calls into SQLite only through its own new connections, and
+    # keeps the inherited ones referenced, untouched, as it keeps busy ones.
+    close_idle = _PARENT_THREADS[0] <= 1
     for shared in list(_SHARED):
         shared._forget_the_parents_calls()
     for connections in list(_CONNECTIONS):
-        _INHERITED.extend(connections.forget_inherited())
+        _INHERITED.extend(connections.forget_inherited(close_idle))
     for engine in list(_ENGINES):
-        if engine.dialect.name == "sqlite":
+        if engine.dialect.name == "sqlite" and close_idle:
             engine.dispose()  # closes the idle ones, here in the child
         else:
             _INHERITED.append(engine.pool)  # never closed by the child
             engine.dispose(close=False)
 
 
-os.register_at_fork(after_in_child=_forget_the_parents_connections)
+os.register_at_fork(
+    before=_count_the_parents_threads, after_in_child=_forget_the_parents_connections
+)
