@@ -382,6 +382,12 @@ _PRUNE_PLAN = _sourced(
     f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
 )
 _BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
+# What deleting a session's messages costs scales with their text (each FTS index
+# tokenizes it again to delete it), which varies 15-fold between sessions.
+_TEXT_SIZES = text(
+    "SELECT session_id, COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM messages "
+    "WHERE session_id IN :p_ids GROUP BY session_id"
+).bindparams(bindparam("p_ids", expanding=True))
 
 
 def _batch(sql: str) -> Any:
@@ -712,6 +718,17 @@ class SessionRepository:
             chunk = [session_id for session_id, _ in found[start : start + _GUARD_CHUNK]]
             refuse_broken_deletes(self._c, self._layout, chunk)
         return found
+
+    def text_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """Per session: how many messages it holds and the characters of their text.
+
+        Sessions with no message are left out. A prune in batches sizes its
+        batches by this (see :mod:`hermes_store.uow.pruning`).
+        """
+        if not session_ids:
+            return {}
+        rows = self._c.execute(_TEXT_SIZES, {"p_ids": list(session_ids)})
+        return {row[0]: (int(row[1]), int(row[2])) for row in rows}
 
     def prune_batch(self, session_ids: Sequence[str], params: dict[str, Any]) -> int:
         """Delete those of ``session_ids`` still prunable under ``params``; how many went.

@@ -6,23 +6,33 @@ transaction that holds SQLite's single write lock the whole time, and every
 agent that tries to append a message waits (or times out). Here the work is
 cut into batches, each its own write unit of work:
 
-* the plan (one read) lists the prunable sessions oldest first with their
-  stored message counts, under a cutoff fixed once: every batch judges by the
-  same instant, so the batches together delete what one transaction would;
-* a batch takes sessions until their messages reach a budget, deletes those
+* the plan (one read) lists the prunable sessions oldest first, under a
+  cutoff fixed once: every batch judges by the same instant, so the batches
+  together delete what one transaction would;
+* each session's cost is the characters of its messages' text plus a fixed
+  share per message (reads of a few hundred sessions at a time, outside any
+  write lock). Deleting a message makes each FTS index tokenize its text
+  again, so the text is what the time follows: counted in messages, batches
+  of the same budget took 10 ms or 600 ms (a session's mean message length
+  ranges 15-fold on the field corpus);
+* a batch takes sessions until their cost reaches a budget, deletes those
   still prunable (a session reopened meanwhile stays), and commits; the
   budget follows the time the last batch took, aiming at ``target_s``;
-* a session with more messages than the budget is first emptied in slices of
+* a session that costs more than the budget is first emptied in slices of
   its oldest messages, one transaction each, its counters lowered with every
   slice (so they always agree with the rows); then it goes like any other.
   A session reopened while it is being emptied is left alone from then on --
   without the messages already deleted: the prune was asked for them;
-* after each commit the pruner pauses ``pause_s`` before taking the lock
-  again. SQLite has no queue for its lock: a waiting writer polls from its
-  busy handler (every 25-50 ms after the first ~100 ms), so a pruner that
-  began its next batch at once would keep winning. The pause lets a waiter's
-  next poll find the lock free; its wait is then about one batch plus one
-  poll interval, well under 200 ms;
+* after each commit the pruner pauses before taking the lock again. SQLite
+  has no queue for its lock: a waiting writer polls from its busy handler,
+  ever more rarely the longer it has waited (see :func:`busy_poll_gap`), so a
+  pruner that began its next batch at once would keep winning. The pause is
+  at least ``pause_s`` and at least the gap between the polls of a writer that
+  waited through the whole batch, so a waiter's next poll finds the lock
+  free: its wait is one batch plus one poll gap. (Measured: with a fixed
+  30 ms pause, a batch that ran long -- a slow disk, a starved CPU -- left
+  waiters polling every 50-100 ms, they missed the pause, and one waited
+  1.1 s through a dozen batches);
 * when the plan is done, the sessions that became prunable meanwhile (ended
   during the prune, started before the cutoff) are listed again and pruned
   the same way, until none is left.
@@ -42,15 +52,31 @@ from typing import Any
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
 
-TARGET_BATCH_S = 0.050
-"""How long a batch should hold the write lock (the budget adapts to reach it)."""
+TARGET_BATCH_S = 0.025
+"""How long a batch should hold the write lock (the budget adapts to reach it).
+
+Half of the 50 ms it once was: the cost of deleting a message varies several
+fold (its length, FTS5 merge work at commit), so the batches that overshoot
+the target, which set the longest wait, overshoot a smaller one by less.
+"""
 PAUSE_S = 0.030
-"""The pause between batches: longer than a waiting writer's poll interval early on."""
-FIRST_BUDGET = 400
-"""Messages in the first batch, before any batch has been timed."""
-MIN_BUDGET, MAX_BUDGET = 20, 50_000
+"""The shortest pause between batches: longer than a waiting writer's early poll gaps."""
+PAUSE_MARGIN_S = 0.010
+"""Added to the poll gap, for the waiter's own wake-up and scheduling."""
+BUSY_POLL_DELAYS_S = (0.001, 0.002, 0.005, 0.010, 0.015, 0.020, 0.025, 0.025, 0.025, 0.050, 0.050)
+"""SQLite's default busy handler (``busy_timeout``): its sleeps in turn, then 100 ms each.
+
+Every program that waits through ``busy_timeout`` -- this store, the agent's
+code, Python's ``sqlite3.connect(timeout=...)`` -- polls on this schedule.
+"""
+BUSY_POLL_LAST_S = 0.100
+COST_PER_MESSAGE = 100
+"""A message's cost beyond its text, in characters: its row, index entries, FTS delete markers."""
+FIRST_BUDGET = 20_000
+"""The cost of the first batch, before any batch has been timed (tens of messages)."""
+MIN_BUDGET, MAX_BUDGET = 200, 50_000_000
 MAX_SESSIONS = 500
-"""Sessions per batch at most (their ids are bound variables)."""
+"""Sessions per batch at most, and per read of their sizes (their ids are bound variables)."""
 
 Progress = Callable[[int, int], None]
 """Called after each committed batch with (sessions deleted so far, sessions still planned)."""
@@ -69,25 +95,49 @@ def prune_in_batches(
     """Delete ended sessions started more than N days ago, in batches; how many went."""
     store.refuse_if_read_only()
     with store.read() as uow:
-        params, pending = uow.sessions.prune_plan(older_than_days, source)
+        params, planned = uow.sessions.prune_plan(older_than_days, source)
+    pending = _costed(store, planned)
     deleted, budget = 0, first_budget
     while pending:
         position = 0
         while position < len(pending):
             batch = _take(pending, position, budget)
             position += len(batch)
-            if len(batch) == 1 and pending[position - 1][1] > budget:
-                budget = _empty_in_slices(store, batch[0], params, budget, target_s, pause_s)
+            _, messages, cost = pending[position - 1]
+            if len(batch) == 1 and cost > budget:
+                per_message = cost / max(messages, 1)
+                budget = _empty_in_slices(
+                    store, batch[0], params, budget, per_message, target_s, pause_s
+                )
             started = time.monotonic()
             deleted += store.transact(functools.partial(_delete_batch, batch, params))
-            budget = _next_budget(budget, time.monotonic() - started, target_s)
+            elapsed = time.monotonic() - started
+            budget = _next_budget(budget, elapsed, target_s)
             if after_batch is not None:
                 after_batch(deleted, len(pending) - position)
-            if position < len(pending) and pause_s > 0:
-                time.sleep(pause_s)
+            if position < len(pending):
+                _pause(elapsed, pause_s)
         with store.read() as uow:  # the stragglers: prunable now under the same cutoff
-            pending = uow.sessions.prune_candidates(params)
+            planned = uow.sessions.prune_candidates(params)
+        pending = _costed(store, planned)
     return deleted
+
+
+Costed = tuple[str, int, int]
+"""A planned session: its id, its messages, and their cost (see :data:`COST_PER_MESSAGE`)."""
+
+
+def _costed(store: Store, planned: Sequence[tuple[str, int]]) -> list[Costed]:
+    """The planned sessions, in plan order, each with its messages and their cost."""
+    costed: list[Costed] = []
+    for start in range(0, len(planned), MAX_SESSIONS):
+        ids = [session_id for session_id, _ in planned[start : start + MAX_SESSIONS]]
+        with store.read() as uow:
+            sizes = uow.sessions.text_sizes(ids)
+        for session_id in ids:
+            messages, characters = sizes.get(session_id, (0, 0))
+            costed.append((session_id, messages, characters + COST_PER_MESSAGE * max(messages, 1)))
+    return costed
 
 
 def _empty_in_slices(
@@ -95,19 +145,43 @@ def _empty_in_slices(
     session_id: str,
     params: dict[str, Any],
     budget: int,
+    per_message: float,
     target_s: float,
     pause_s: float,
 ) -> int:
-    """Delete a big session's messages a budget at a time; the budget it ends with."""
+    """Delete a big session's messages a budget at a time; the budget it ends with.
+
+    ``per_message`` is the session's mean cost of a message: a slice is as
+    many of its oldest messages as the budget pays for.
+    """
     while True:
+        limit = max(1, int(budget / per_message))
         started = time.monotonic()
-        removed = store.transact(functools.partial(_delete_slice, session_id, params, budget))
+        removed = store.transact(functools.partial(_delete_slice, session_id, params, limit))
         elapsed = time.monotonic() - started
-        if removed < budget:
+        if removed < limit:
             return budget
         budget = _next_budget(budget, elapsed, target_s)
-        if pause_s > 0:
-            time.sleep(pause_s)
+        _pause(elapsed, pause_s)
+
+
+def busy_poll_gap(waited_s: float) -> float:
+    """The sleep before the next poll of a waiter that has waited ``waited_s`` (SQLite's)."""
+    total = 0.0
+    for delay in BUSY_POLL_DELAYS_S:
+        if waited_s < total + delay:
+            return delay
+        total += delay
+    return BUSY_POLL_LAST_S
+
+
+def _pause(held_s: float, pause_s: float) -> None:
+    """Leave the lock free long enough for a writer that waited ``held_s`` to poll and take it.
+
+    ``pause_s`` 0 turns pausing off (tests that count batches, not waits).
+    """
+    if pause_s > 0:
+        time.sleep(max(pause_s, busy_poll_gap(held_s) + PAUSE_MARGIN_S))
 
 
 def _delete_batch(ids: Sequence[str], params: dict[str, Any], uow: UnitOfWork) -> int:
@@ -119,15 +193,15 @@ def _delete_slice(session_id: str, params: dict[str, Any], limit: int, uow: Unit
     return uow.sessions.prune_slice(session_id, params, limit)
 
 
-def _take(pending: Sequence[tuple[str, int]], position: int, budget: int) -> list[str]:
-    """The ids from ``position`` on whose messages fit the budget (one session at least)."""
+def _take(pending: Sequence[Costed], position: int, budget: int) -> list[str]:
+    """The ids from ``position`` on whose cost fits the budget (one session at least)."""
     taken: list[str] = []
-    messages = 0
-    for session_id, count in pending[position : position + MAX_SESSIONS]:
-        if taken and messages + count > budget:
+    spent = 0
+    for session_id, _messages, cost in pending[position : position + MAX_SESSIONS]:
+        if taken and spent + cost > budget:
             break
         taken.append(session_id)
-        messages += max(count, 1)
+        spent += cost
     return taken
 
 
