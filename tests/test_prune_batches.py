@@ -220,3 +220,51 @@ def test_a_session_bigger_than_a_batch_is_emptied_in_slices_its_counters_followi
     assert kept["miscounted"] == []
     assert [row[0] for row in kept["sessions"]] == ["resumed"]
     assert len(kept["messages"]) == 50
+
+
+def test_batches_are_sized_by_the_text_they_delete(tmp_path: Path) -> None:
+    """A session of long messages costs what its text costs, not what its count does."""
+    from hermes_store.uow.pruning import COST_PER_MESSAGE, _costed, _take
+
+    path = tmp_path / "state.db"
+    with SessionDB(path, clock=lambda: NOW - 40 * DAY) as db:
+        for session_id, size in (("short1", 10), ("long", 5_000), ("short2", 10), ("empty", 0)):
+            db.create_session(session_id, "cli")
+            if size:
+                db.append_messages(
+                    session_id, [{"role": "user", "content": "x" * size} for _ in range(3)]
+                )
+            db.end_session(session_id, "done")
+    store = Store(path, clock=lambda: NOW)
+    try:
+        with store.read() as uow:
+            _params, plan = uow.sessions.prune_plan(30, None)
+            sizes = uow.sessions.text_sizes([session_id for session_id, _ in plan])
+        costed = {entry[0]: entry for entry in _costed(store, plan)}
+    finally:
+        store.close()
+    assert sizes == {"short1": (3, 30), "long": (3, 15_000), "short2": (3, 30)}
+    assert costed["long"] == ("long", 3, 15_000 + 3 * COST_PER_MESSAGE)
+    assert costed["short1"] == ("short1", 3, 30 + 3 * COST_PER_MESSAGE)
+    assert costed["empty"] == ("empty", 0, COST_PER_MESSAGE)
+    entries = [costed[session_id] for session_id, _ in plan]
+    budget = 2 * (30 + 3 * COST_PER_MESSAGE)  # two short sessions' worth: never the long one
+    batches, position = [], 0
+    while position < len(entries):
+        batch = _take(entries, position, budget)
+        batches.append(batch)
+        position += len(batch)
+    assert ["long"] in batches  # alone (and so emptied in slices), though it has 3 messages
+    assert sum(len(batch) for batch in batches) == 4
+
+
+def test_the_pause_outlasts_the_poll_gap_of_a_writer_that_waited_through_the_batch() -> None:
+    """SQLite's busy handler sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then 100 ms."""
+    from hermes_store.uow.pruning import busy_poll_gap
+
+    assert busy_poll_gap(0.0) == 0.001
+    assert busy_poll_gap(0.020) == 0.015  # 18 ms slept so far: the 15 ms sleep is next
+    assert busy_poll_gap(0.060) == 0.025
+    assert busy_poll_gap(0.150) == 0.050
+    assert busy_poll_gap(0.228) == 0.100
+    assert busy_poll_gap(5.0) == 0.100
