@@ -740,3 +740,12 @@ def test_a_bad_import_line_says_that_nothing_was_imported(cli: Run, tmp_path: Pa
     dump, target = tmp_path / "bad.jsonl", tmp_path / "target.db"
     dump.write_text('{"id": "fine", "source": "cli", "started_at": 1}\nnot json\n')
     one_error_line(cli("import", str(dump), "--db", str(target)), "line 2", "nothing was imported")
+
+
+def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
+    """One plan: the count is the batches' own, and the sessions listed are the ones deleted."""
+    done = as_json(cli("prune", "--older-than", "30", "--db", str(store), "--json"))
+    assert done["dry_run"] is False and done["count"] == 2
+    assert sorted(row["id"] for row in done["sessions"]) == ["other", "root"]
+    with SessionDB(store) as db:
+        assert db.get_session("root") is None and db.get_session("other") is None

@@ -897,18 +897,19 @@ def prune(
         # so the agents writing to the file meanwhile wait for one batch at most.
         if not dry_run:
             store.refuse_if_read_only()
+        # One plan, one cutoff: the sessions listed are the ones the batches delete, and
+        # the count printed is what they deleted (with any that ended meanwhile).
         with store.read() as uow:
-            doomed = uow.sessions.prunable(older_than, source)
-            found = (uow.sessions.get(i) for i in doomed)
+            plan = uow.sessions.prune_plan(older_than, source)
+            found = (uow.sessions.get(session_id) for session_id, _ in plan[1])
             rows = [session.as_dict() for session in found if session is not None]
-        if not dry_run:
-            prune_in_batches(store, older_than, source)
+        count = len(rows) if dry_run else prune_in_batches(store, plan=plan)
     if as_json:
-        render.write_json({"dry_run": dry_run, "sessions": rows})
+        render.write_json({"dry_run": dry_run, "count": count, "sessions": rows})
         return
     verb = "would prune" if dry_run else "pruned"
     scope = f" of source {source!r}" if source else ""
-    heading = f"{verb} {len(rows)} ended session(s){scope} older than {older_than:g} day(s)"
+    heading = f"{verb} {count} ended session(s){scope} older than {older_than:g} day(s)"
     if rows:
         out.print(render.prunable_table(rows, heading))
     else:

@@ -366,17 +366,8 @@ _COUNT = "SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_
 _PRUNABLE = (
     "ended_at IS NOT NULL AND started_at < :p_cutoff AND (:p_source IS NULL OR source = :p_source)"
 )
-_PRUNE_IDS = _sourced(f"SELECT id FROM sessions WHERE {_PRUNABLE}")
-_PRUNE_ORPHAN = _sourced(
-    "UPDATE sessions SET parent_session_id = NULL "
-    f"WHERE parent_session_id IN (SELECT id FROM sessions WHERE {_PRUNABLE})"
-)
-_PRUNE_MESSAGES = _sourced(
-    f"DELETE FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE {_PRUNABLE})"
-)
-_PRUNE_SESSIONS = _sourced(f"DELETE FROM sessions WHERE {_PRUNABLE}")
 # Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable sessions
-# oldest first with their message counts (to size the batches); a batch deletes those of
+# oldest first with their stored message counts; a batch deletes those of
 # its ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
 _PRUNE_PLAN = _sourced(
     f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
@@ -668,11 +659,6 @@ class SessionRepository:
             self._c.execute(_DROP_UNUSED_PROMPTS)
         return deleted
 
-    def prunable(self, older_than_days: float = 90, source: str | None = None) -> list[str]:
-        """The ids :meth:`prune` would delete now (ended, started more than N days ago)."""
-        params = self._prune_params(older_than_days, source)
-        return list(self._c.execute(_PRUNE_IDS, params).scalars())
-
     def _prune_params(self, older_than_days: float, source: str | None) -> dict[str, Any]:
         days = number_arg("older_than_days", older_than_days, minimum=0.0)
         text_arg("source", source, optional=True)
@@ -686,15 +672,10 @@ class SessionRepository:
         write lock for minutes; ``SessionDB.prune_sessions`` prunes in short
         batches instead (:mod:`hermes_store.uow.pruning`).
         """
-        params = self._prune_params(older_than_days, source)
-        doomed = list(self._c.execute(_PRUNE_IDS, params).scalars())
-        if doomed:
-            refuse_broken_deletes(self._c, self._layout, doomed)
-            self._c.execute(_PRUNE_ORPHAN, params)
-            self._c.execute(_PRUNE_MESSAGES, params)
-            self._c.execute(_PRUNE_SESSIONS, params)
-            if self._r.system_prompts:
-                self._c.execute(_DROP_UNUSED_PROMPTS)
+        params, planned = self.prune_plan(older_than_days, source)
+        doomed = [session_id for session_id, _ in planned]
+        for start in range(0, len(doomed), _GUARD_CHUNK):
+            self.prune_batch(doomed[start : start + _GUARD_CHUNK], params)
         return len(doomed)
 
     def prune_plan(
@@ -733,8 +714,8 @@ class SessionRepository:
     def prune_batch(self, session_ids: Sequence[str], params: dict[str, Any]) -> int:
         """Delete those of ``session_ids`` still prunable under ``params``; how many went.
 
-        The same three steps as :meth:`prune` for a few sessions: their
-        children orphaned, their messages deleted, then the sessions.
+        Their children orphaned, their messages deleted, then the sessions
+        (:meth:`prune` is these batches in one transaction).
         """
         if not session_ids:
             return 0

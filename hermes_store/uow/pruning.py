@@ -78,6 +78,8 @@ MIN_BUDGET, MAX_BUDGET = 200, 50_000_000
 MAX_SESSIONS = 500
 """Sessions per batch at most, and per read of their sizes (their ids are bound variables)."""
 
+Plan = tuple[dict[str, Any], list[tuple[str, int]]]
+"""A prune's fixed cutoff (statement parameters) and its sessions, oldest first."""
 Progress = Callable[[int, int], None]
 """Called after each committed batch with (sessions deleted so far, sessions still planned)."""
 
@@ -87,15 +89,23 @@ def prune_in_batches(
     older_than_days: float = 90,
     source: str | None = None,
     *,
+    plan: Plan | None = None,
     target_s: float = TARGET_BATCH_S,
     pause_s: float = PAUSE_S,
     first_budget: int = FIRST_BUDGET,
     after_batch: Progress | None = None,
 ) -> int:
-    """Delete ended sessions started more than N days ago, in batches; how many went."""
+    """Delete ended sessions started more than N days ago, in batches; how many went.
+
+    ``plan`` is a :meth:`~hermes_store.repositories.sessions.SessionRepository.prune_plan`
+    the caller already made (to show what goes): its cutoff is the prune's, and
+    ``older_than_days`` and ``source`` are then not read.
+    """
     store.refuse_if_read_only()
-    with store.read() as uow:
-        params, planned = uow.sessions.prune_plan(older_than_days, source)
+    if plan is None:
+        with store.read() as uow:
+            plan = uow.sessions.prune_plan(older_than_days, source)
+    params, planned = plan
     pending = _costed(store, planned)
     deleted, budget = 0, first_budget
     while pending:
