@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hermes_store import SessionDB, Store
 from hermes_store.uow.pruning import prune_in_batches
 
@@ -268,3 +270,52 @@ def test_the_pause_outlasts_the_poll_gap_of_a_writer_that_waited_through_the_bat
     assert busy_poll_gap(0.150) == 0.050
     assert busy_poll_gap(0.228) == 0.100
     assert busy_poll_gap(5.0) == 0.100
+
+
+def _segments(path: Path) -> dict[str, int]:
+    connection = sqlite3.connect(path)
+    try:
+        return {
+            name: connection.execute(f"SELECT COUNT(DISTINCT segid) FROM {name}_idx").fetchone()[0]
+            for name in ("messages_fts", "messages_fts_trigram")
+        }
+    finally:
+        connection.close()
+
+
+def test_prune_batches_keep_the_fts_segments_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch does a bounded FTS5 merge step, so segments do not pile up for others to merge."""
+    from hermes_store.repositories import sessions
+
+    original = tmp_path / "original.db"
+    with SessionDB(original, clock=lambda: NOW - 40 * DAY) as db:
+        for number in range(120):
+            session_id = f"s{number:03d}"
+            db.create_session(session_id, "cli")
+            db.append_messages(
+                session_id,
+                [
+                    {"role": "user", "content": f"nebula {number} 服务端部署 " * 40}
+                    for _ in range(4)
+                ],
+            )
+            db.end_session(session_id, "done")
+    segments = {}
+    for pages in (0, sessions.FTS_MERGE_PAGES):
+        path = tmp_path / f"merge-{pages}.db"
+        shutil.copy(original, path)
+        monkeypatch.setattr(sessions, "FTS_MERGE_PAGES", pages)
+        store = Store(path, clock=lambda: NOW)
+        try:  # a tiny budget and target: one session a batch, 120 commits
+            assert (
+                prune_in_batches(store, 30, None, first_budget=1, target_s=1e-9, pause_s=0) == 120
+            )
+        finally:
+            store.close()
+        segments[pages] = _segments(path)
+        _contents(path)  # both indexes pass FTS5's integrity-check
+    merged, unmerged = segments[sessions.FTS_MERGE_PAGES], segments[0]
+    for name in unmerged:
+        assert merged[name] < unmerged[name], segments

@@ -103,6 +103,15 @@ class FtsIndex:
         """FTS5's own check; ``rank = 1`` also compares an external index with its content."""
         return f"INSERT INTO {self.name}({self.name}, rank) VALUES ('integrity-check', 1)"
 
+    @property
+    def optimize_sql(self) -> str:
+        """FTS5's ``'optimize'``: every segment merged into one (``hermes-store optimize``)."""
+        return f"INSERT INTO {self.name}({self.name}) VALUES ('optimize')"
+
+    def merge_sql(self, pages: int) -> str:
+        """FTS5's incremental ``'merge'``: about ``pages`` pages of merging, if a level is due."""
+        return f"INSERT INTO {self.name}({self.name}, rank) VALUES ('merge', {int(pages)})"
+
     def rebuild_statements(self) -> list[str]:
         """Statements that rebuild the index from ``messages``, the way its owner fills it.
 

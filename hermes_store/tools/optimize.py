@@ -104,7 +104,7 @@ def optimize(
                 report,
                 path,
                 f"FTS optimize {index.name}",
-                f"INSERT INTO {index.name}({index.name}) VALUES ('optimize')",
+                index.optimize_sql,
                 patience_s,
             )
         if vacuum:
