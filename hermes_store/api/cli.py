@@ -39,7 +39,6 @@ from hermes_store.domain.arguments import int_arg, number_arg, text_arg
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, StoreError
 from hermes_store.repositories.messages import insert_rows
 from hermes_store.repositories.sessions import insert_session_row
-from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -47,6 +46,7 @@ from hermes_store.schema.state import (
     ladder_of,
     read_state,
 )
+from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
 

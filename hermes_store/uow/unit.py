@@ -35,7 +35,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import NoReturn, Protocol, cast
+from typing import TYPE_CHECKING, NoReturn, Protocol, cast
 
 from sqlalchemy.engine import Connection, RootTransaction
 
@@ -58,7 +58,12 @@ from hermes_store.schema.layout import (
 from hermes_store.schema.state import read_schema_state
 from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
-from hermes_store.uow.orm import UnitSession, open_unit_session
+
+if TYPE_CHECKING:
+    # Imported where first used (``UnitOfWork.orm``): the ORM and the mapped
+    # classes are a quarter of ``import sqlalchemy`` again, for a unit that
+    # never asks for them.
+    from hermes_store.uow.orm import UnitSession
 
 _UNSET = object()
 _SHARED_SAVEPOINT = "hermes_shared_call"
@@ -125,6 +130,8 @@ class UnitOfWork:
         transaction instead of beginning, and committing, one of its own.
         """
         if self._orm is None:
+            from hermes_store.uow.orm import open_unit_session
+
             connection = self.connection
             if not connection.in_transaction():
                 if self._driver is None:
