@@ -37,8 +37,6 @@ from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, StoreError
-from hermes_store.repositories.messages import insert_rows
-from hermes_store.repositories.sessions import insert_session_row
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -701,6 +699,11 @@ def _ids_free(uow: UnitOfWork, ids: list[int]) -> bool:
 
 
 def _import_one(uow: UnitOfWork, record: _Record, result: _ImportResult) -> None:
+    # Here, not at the top: the repositories build their statements at import,
+    # which a reading command such as ``current`` would pay for nothing.
+    from hermes_store.repositories.messages import insert_rows
+    from hermes_store.repositories.sessions import insert_session_row
+
     values = dict(record.session)
     session_id = values["id"]
     if uow.sessions.exists(session_id):

@@ -44,11 +44,6 @@ from hermes_store.backends.postgresql.engine import set_unit_patience
 from hermes_store.backends.prepared import driver_error
 from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
 from hermes_store.errors import StoreError
-from hermes_store.repositories import (
-    MessageRepository,
-    SearchRepository,
-    SessionRepository,
-)
 from hermes_store.schema.layout import (
     STANDARD,
     Layout,
@@ -60,9 +55,13 @@ from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
 
 if TYPE_CHECKING:
-    # Imported where first used (``UnitOfWork.orm``): the ORM and the mapped
-    # classes are a quarter of ``import sqlalchemy`` again, for a unit that
-    # never asks for them.
+    # Imported where first used: the ORM and the mapped classes (``orm``) are a
+    # quarter of ``import sqlalchemy`` again, and the repositories build their
+    # statements at import -- a unit that never asks for them (``hermes-store
+    # current``, a layout read) pays for neither.
+    from hermes_store.repositories.messages import MessageRepository
+    from hermes_store.repositories.search import SearchRepository
+    from hermes_store.repositories.sessions import SessionRepository
     from hermes_store.uow.orm import UnitSession
 
 _UNSET = object()
@@ -188,6 +187,8 @@ class UnitOfWork:
     def sessions(self) -> SessionRepository:
         """Sessions: create, end, usage, titles, lineage, listings (see its class)."""
         if self._sessions is None:
+            from hermes_store.repositories.sessions import SessionRepository
+
             self._sessions = SessionRepository(self.connection, self.layout, self._clock)
         return self._sessions
 
@@ -195,6 +196,8 @@ class UnitOfWork:
     def messages(self) -> MessageRepository:
         """Messages: append with their counters, read back, clear (see its class)."""
         if self._messages is None:
+            from hermes_store.repositories.messages import MessageRepository
+
             self._messages = MessageRepository(
                 self.connection, self.layout, self.sessions, self._clock
             )
@@ -204,6 +207,8 @@ class UnitOfWork:
     def search(self) -> SearchRepository:
         """Full-text search over the messages (see its class)."""
         if self._search is None:
+            from hermes_store.repositories.search import SearchRepository
+
             self._search = SearchRepository(self.connection, self.layout)
         return self._search
 
