@@ -116,3 +116,41 @@ def test_the_probe_sees_alembic_when_a_command_migrates(tmp_path: Path) -> None:
     probe = _modules_after("upgrade", "--db", str(tmp_path / "new.db"))
     assert probe["code"] == 0
     assert "alembic" in probe["modules"]
+
+
+def _names() -> list[str]:
+    from typer.main import get_command_name
+
+    from hermes_store.api.cli import app
+
+    return [
+        info.name or get_command_name(info.callback.__name__)
+        for info in app.registered_commands
+        if info.callback is not None
+    ]
+
+
+def test_a_named_command_is_built_alone_and_reads_as_in_the_whole_app() -> None:
+    """Only the named command is built at start-up; its help and usage are the whole app's."""
+    from typer.testing import CliRunner
+
+    from hermes_store.api.cli import _app_for, app
+
+    names = _names()
+    assert {"current", "sessions", "search", "import", "copy"} <= set(names)
+    runner = CliRunner()
+    for name in names:
+        alone = _app_for(["hermes-store", name])
+        assert alone is not app and len(alone.registered_commands) == 1
+        assert alone.registered_commands[0] in app.registered_commands
+        for args in ([name, "--help"], [name, "--no-such-option"]):
+            whole = runner.invoke(app, args, prog_name="hermes-store")
+            single = runner.invoke(alone, args, prog_name="hermes-store")
+            assert (single.exit_code, single.output) == (whole.exit_code, whole.output), args
+
+
+def test_anything_but_a_command_name_gets_the_whole_app() -> None:
+    from hermes_store.api.cli import _app_for, app
+
+    for argv in (["hermes-store"], ["hermes-store", "--help"], ["hermes-store", "curent"]):
+        assert _app_for(argv) is app
