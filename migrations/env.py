@@ -29,7 +29,7 @@ from hermes_store.schema.migrate import (
     prepare_database,
     sync_schema_version,
 )
-from hermes_store.schema.models import Base
+from hermes_store.schema.tables import metadata
 
 config = context.config
 
@@ -48,7 +48,7 @@ def _target_url() -> URL:
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=Base.metadata,
+        target_metadata=metadata,
         render_as_batch=True,
         transactional_ddl=True,
     )
@@ -69,7 +69,7 @@ def run_migrations_offline() -> None:
     """Emit SQL only; legacy adoption needs a database, so it is not attempted."""
     context.configure(
         url=_target_url(),
-        target_metadata=Base.metadata,
+        target_metadata=metadata,
         literal_binds=True,
         render_as_batch=True,
     )

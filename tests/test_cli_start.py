@@ -2,9 +2,12 @@
 
 Start-up is most of what a user waits for on ``current``, ``sessions`` and
 ``search`` (issue #19). Alembic (and its Mako templates) is only needed to
-migrate, psycopg only for a PostgreSQL URL: a command reading a current
-SQLite file must import neither. The check runs the real entry point in a
-new process and reads that process's ``sys.modules``: no timing involved.
+migrate, psycopg only for a PostgreSQL URL, the ORM (``sqlalchemy.orm`` and
+the mapped classes) only for ``uow.orm``: a command reading a current SQLite
+file must import none of them. ``current`` reads the file's state and layout
+and nothing else, so it builds no repository's statements and renders no
+table either. The check runs the real entry point in a new process and reads
+that process's ``sys.modules``: no timing involved.
 """
 
 from __future__ import annotations
@@ -23,6 +26,21 @@ pytestmark = pytest.mark.sqlite_only("start-up on a SQLite file")
 
 REPO = Path(__file__).resolve().parents[1]
 NEVER = ("alembic", "mako", "psycopg", "psycopg2")
+"""Top-level packages no reading command imports."""
+NEVER_MODULES = (
+    "sqlalchemy.orm",
+    "sqlalchemy.dialects.postgresql",
+    "hermes_store.schema.models",
+    "hermes_store.uow.orm",
+)
+"""Modules (and their submodules) no reading command imports."""
+NOT_FOR_CURRENT = ("hermes_store.repositories", "rich.table", "rich.progress")
+"""What ``current`` in particular does without: it prints three lines of the file's state."""
+
+
+def _under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
 
 _PROBE = """
 import json, sys
@@ -66,7 +84,7 @@ def current_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "command", [["current"], ["sessions"], ["search", "docker"]], ids=lambda c: c[0]
 )
-def test_reading_a_current_file_imports_neither_alembic_nor_psycopg(
+def test_reading_a_current_file_imports_neither_alembic_nor_psycopg_nor_the_orm(
     command: list[str], current_file: Path
 ) -> None:
     probe = _modules_after(*command, "--db", str(current_file))
@@ -74,6 +92,23 @@ def test_reading_a_current_file_imports_neither_alembic_nor_psycopg(
     modules = probe["modules"]
     assert isinstance(modules, list) and "hermes_store.api.cli" in modules  # it did run
     assert [m for m in modules if m.split(".")[0] in NEVER] == []
+    assert _under(modules, NEVER_MODULES) == []
+    if command == ["current"]:
+        assert _under(modules, NOT_FOR_CURRENT) == []
+
+
+def test_the_probe_sees_the_orm_where_it_is_used(tmp_path: Path) -> None:
+    """The check can fail: the mapped classes do import ``sqlalchemy.orm``."""
+    code = (
+        "import json, sys\n"
+        "from hermes_store.schema.models import Session\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    assert "sqlalchemy.orm" in _under(json.loads(done.stdout), NEVER_MODULES)
 
 
 def test_the_probe_sees_alembic_when_a_command_migrates(tmp_path: Path) -> None:
@@ -81,3 +116,41 @@ def test_the_probe_sees_alembic_when_a_command_migrates(tmp_path: Path) -> None:
     probe = _modules_after("upgrade", "--db", str(tmp_path / "new.db"))
     assert probe["code"] == 0
     assert "alembic" in probe["modules"]
+
+
+def _names() -> list[str]:
+    from typer.main import get_command_name
+
+    from hermes_store.api.cli import app
+
+    return [
+        info.name or get_command_name(info.callback.__name__)
+        for info in app.registered_commands
+        if info.callback is not None
+    ]
+
+
+def test_a_named_command_is_built_alone_and_reads_as_in_the_whole_app() -> None:
+    """Only the named command is built at start-up; its help and usage are the whole app's."""
+    from typer.testing import CliRunner
+
+    from hermes_store.api.cli import _app_for, app
+
+    names = _names()
+    assert {"current", "sessions", "search", "import", "copy"} <= set(names)
+    runner = CliRunner()
+    for name in names:
+        alone = _app_for(["hermes-store", name])
+        assert alone is not app and len(alone.registered_commands) == 1
+        assert alone.registered_commands[0] in app.registered_commands
+        for args in ([name, "--help"], [name, "--no-such-option"]):
+            whole = runner.invoke(app, args, prog_name="hermes-store")
+            single = runner.invoke(alone, args, prog_name="hermes-store")
+            assert (single.exit_code, single.output) == (whole.exit_code, whole.output), args
+
+
+def test_anything_but_a_command_name_gets_the_whole_app() -> None:
+    from hermes_store.api.cli import _app_for, app
+
+    for argv in (["hermes-store"], ["hermes-store", "--help"], ["hermes-store", "curent"]):
+        assert _app_for(argv) is app

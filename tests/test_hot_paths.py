@@ -22,8 +22,8 @@ from hermes_store import SessionDB, Store
 from hermes_store.backends.prepared import Prepared
 from hermes_store.repositories.messages import MESSAGE_FIELDS, insert_rows
 from hermes_store.repositories.sessions import insert_session_row
-from hermes_store.schema.models import sessions_table
 from hermes_store.schema.state import read_state
+from hermes_store.schema.tables import sessions_table
 
 S = sessions_table
 

@@ -14,6 +14,7 @@ stderr and exit code 1; usage errors are typer's, exit code 2.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.text import Text
 from sqlalchemy import select, update
@@ -37,9 +39,6 @@ from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, StoreError
-from hermes_store.repositories.messages import insert_rows
-from hermes_store.repositories.sessions import insert_session_row
-from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -47,6 +46,7 @@ from hermes_store.schema.state import (
     ladder_of,
     read_state,
 )
+from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
 
@@ -701,6 +701,11 @@ def _ids_free(uow: UnitOfWork, ids: list[int]) -> bool:
 
 
 def _import_one(uow: UnitOfWork, record: _Record, result: _ImportResult) -> None:
+    # Here, not at the top: the repositories build their statements at import,
+    # which a reading command such as ``current`` would pay for nothing.
+    from hermes_store.repositories.messages import insert_rows
+    from hermes_store.repositories.sessions import insert_session_row
+
     values = dict(record.session)
     session_id = values["id"]
     if uow.sessions.exists(session_id):
@@ -1183,13 +1188,39 @@ class _PipeAwareStdout:
         return getattr(self._stream, name)
 
 
+def _app_for(argv: list[str]) -> typer.Typer:
+    """``app`` with only the command ``argv`` names, when it names one; else the whole ``app``.
+
+    typer builds the click command of every registered command at each start,
+    reading each function's signature and annotations: about 30 ms for the
+    twenty commands, a tenth of ``import sqlalchemy``, spent to run one of
+    them. A copy that holds only the named command (and the group's callback,
+    so ``--version`` and usage lines stay the group's) parses and runs it the
+    same way. Anything else -- no command, ``--help``, a typo -- gets the whole
+    app, which lists and suggests every command.
+    """
+    if len(argv) < 2:
+        return app
+    chosen = [
+        info
+        for info in app.registered_commands
+        if info.callback is not None
+        and (info.name or typer.main.get_command_name(info.callback.__name__)) == argv[1]
+    ]
+    if len(chosen) != 1:
+        return app
+    single = copy.copy(app)
+    single.registered_commands = chosen
+    return single
+
+
 def main() -> None:
     """Console script ``hermes-store``."""
     # Not a TextIO: it hands what it does not override to the real stream. Older
     # typeshed types sys.stdout as a plain TextIO (an error there, unused here).
     sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment, unused-ignore]
     try:
-        app()
+        _app_for(sys.argv)()
     except (CliError, StoreError) as error:
         fail(str(error))
     except SQLAlchemyError as error:

@@ -46,7 +46,7 @@ from hermes_store.repositories.shapes import (
     writable_messages,
 )
 from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
-from hermes_store.schema.models import messages_table
+from hermes_store.schema.tables import messages_table
 
 M = messages_table
 

@@ -54,7 +54,7 @@ from hermes_store.repositories.shapes import (
     writable_sessions,
 )
 from hermes_store.schema.layout import SESSION_COLUMNS, STANDARD, Layout
-from hermes_store.schema.models import FLOAT, messages_table, sessions_table
+from hermes_store.schema.tables import FLOAT, messages_table, sessions_table
 
 S = sessions_table
 M = messages_table

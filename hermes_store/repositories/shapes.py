@@ -26,7 +26,7 @@ from hermes_store.schema.layout import (
     SESSION_COLUMNS,
     Layout,
 )
-from hermes_store.schema.models import messages_table, sessions_table
+from hermes_store.schema.tables import messages_table, sessions_table
 
 SYSTEM_PROMPTS_JOIN = "LEFT JOIN system_prompts sp ON sp.hash = {alias}.system_prompt_hash"
 

@@ -1,6 +1,8 @@
-"""The schema's lifecycle: the mapped tables, versions, migrations and a file's layout.
+"""The schema's lifecycle: the tables, versions, migrations and a file's layout.
 
-``models`` maps the documented tables; ``state`` reads which version a file
-is at (one read); ``migrate``/``migration_ops`` bring our files to head with
-Alembic; ``layout`` reads what a file of any version actually holds.
+``tables`` holds the documented tables as Core ``Table`` objects (what the
+store's own SQL is built on); ``models`` maps the ORM entities onto them, for
+``uow.orm`` only; ``state`` reads which version a file is at (one read);
+``migrate``/``migration_ops`` bring our files to head with Alembic;
+``layout`` reads what a file of any version actually holds.
 """

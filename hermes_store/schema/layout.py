@@ -36,13 +36,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hermes_store.errors import SchemaError
-from hermes_store.schema.models import messages_table, sessions_table
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
     Ladder,
     SchemaState,
 )
+from hermes_store.schema.tables import messages_table, sessions_table
 
 SESSION_COLUMNS = tuple(column.name for column in sessions_table.columns)
 """The documented ``sessions`` columns, in the document's order: what every read returns."""

@@ -1,43 +1,60 @@
-"""Declarative mapping of the documented state.db schema (version 6).
+"""The ORM entities of the documented tables: ``Session``, ``Message``, ``SchemaVersion``.
 
-The classes mirror the DDL of the design document column for column, so that
-a database built by the Alembic chain and one built by the old ``sqlite3``
-code compare equal. The migrations, not ``metadata.create_all``, build real
-databases; the metadata is the reference the schema tests hold them to and the
-source of the Core tables the repositories query.
+They are mapped onto the Core tables of :mod:`hermes_store.schema.tables`
+(the same ``Table`` objects, so a statement built from either reads the same
+columns) and used through a unit of work's ORM session (``uow.orm``, see
+:mod:`hermes_store.uow.orm`). Nothing of the store's own imports this module
+until that session is first used: ``sqlalchemy.orm`` and the mapping are a
+quarter of ``import sqlalchemy`` again, which a reading command would pay
+for nothing.
 
-They are also real ORM entities, used through a unit of work's ORM session
-(``uow.orm``, see :mod:`hermes_store.uow.orm`): JSON columns carry Python
-values (:class:`~hermes_store.schema.types.JSONText`, ``TEXT`` in the DDL),
-and the relationships below join sessions, their lineage and their messages.
-A session's messages are a write-only collection: a session of 10,000
-messages is never loaded by accident, only the page a caller selects.
+JSON columns carry Python values (:class:`~hermes_store.schema.types.JSONText`,
+``TEXT`` in the DDL), and the relationships below join sessions, their
+lineage and their messages. A session's messages are a write-only collection:
+a session of 10,000 messages is never loaded by accident, only the page a
+caller selects.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-# The generic DOUBLE_PRECISION, not the PostgreSQL dialect's: same DDL there, and a
-# program that only opens SQLite files never imports that dialect (CLI start-up).
-from sqlalchemy import DOUBLE_PRECISION, REAL, BigInteger, ForeignKey, Index, Integer, Text, text
-from sqlalchemy.orm import DeclarativeBase, Mapped, WriteOnlyMapped, mapped_column, relationship
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    WriteOnlyMapped,
+    column_property,
+    relationship,
+)
 
-from hermes_store.schema.types import JSONText
+from hermes_store.schema.tables import (
+    FLOAT,
+    MESSAGE_ID,
+    ZERO,
+    messages_table,
+    metadata,
+    schema_version_table,
+    sessions_table,
+)
 
-ZERO = text("0")
-
-# PostgreSQL's REAL is 4 bytes: an epoch timestamp would lose its seconds. The
-# store's floats are DOUBLE PRECISION there; SQLite's DDL stays the document's.
-FLOAT: TypeEngine[float] = REAL().with_variant(DOUBLE_PRECISION(), "postgresql")
-# ``messages.id`` is SQLite's 64-bit rowid; on PostgreSQL a BIGINT identity.
-MESSAGE_ID = Integer().with_variant(BigInteger(), "postgresql")
+__all__ = [
+    "FLOAT",
+    "MESSAGE_ID",
+    "ZERO",
+    "Base",
+    "Message",
+    "SchemaVersion",
+    "Session",
+    "messages_table",
+    "schema_version_table",
+    "sessions_table",
+]
 
 
 class Base(DeclarativeBase):
-    """Registry for the store's tables; nothing else shares this metadata."""
+    """Registry of the store's entities, over the tables' own metadata."""
+
+    metadata = metadata
 
 
 class SchemaVersion(Base):
@@ -47,51 +64,47 @@ class SchemaVersion(Base):
     only for the mapper, not in the DDL.
     """
 
-    __tablename__ = "schema_version"
+    __table__ = schema_version_table
+    __mapper_args__ = {"primary_key": [schema_version_table.c.version]}
 
-    version: Mapped[int] = mapped_column(Integer, nullable=False)
-    __mapper_args__ = {"primary_key": [version]}
+    version: Mapped[int]
 
 
 class Session(Base):
     """One conversation: metadata, counters, billing, title and lineage."""
 
-    __tablename__ = "sessions"
+    __table__ = sessions_table
 
-    # ``TEXT PRIMARY KEY`` in SQLite does not imply NOT NULL; the documented
-    # DDL leaves it nullable, and so does the mapping, so both compare equal.
-    id: Mapped[str] = mapped_column(Text, primary_key=True, nullable=True)
-    source: Mapped[str] = mapped_column(Text, nullable=False)
-    user_id: Mapped[str | None] = mapped_column(Text)
-    model: Mapped[str | None] = mapped_column(Text)
-    model_config: Mapped[Any | None] = mapped_column(JSONText("sessions.model_config"))
-    system_prompt: Mapped[str | None] = mapped_column(Text)
-    parent_session_id: Mapped[str | None] = mapped_column(Text, ForeignKey("sessions.id"))
-    # ``default``: client-side, for ORM inserts only (no DDL default; the store's
-    # own INSERTs always give the time, from the caller's clock).
-    started_at: Mapped[float] = mapped_column(FLOAT, nullable=False, default=time.time)
-    ended_at: Mapped[float | None] = mapped_column(FLOAT)
-    end_reason: Mapped[str | None] = mapped_column(Text)
-    message_count: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    tool_call_count: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    input_tokens: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    output_tokens: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    cache_read_tokens: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    cache_write_tokens: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    reasoning_tokens: Mapped[int | None] = mapped_column(Integer, server_default=ZERO)
-    billing_provider: Mapped[str | None] = mapped_column(Text)
-    billing_base_url: Mapped[str | None] = mapped_column(Text)
-    billing_mode: Mapped[str | None] = mapped_column(Text)
-    estimated_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
-    actual_cost_usd: Mapped[float | None] = mapped_column(FLOAT)
-    cost_status: Mapped[str | None] = mapped_column(Text)
-    cost_source: Mapped[str | None] = mapped_column(Text)
-    pricing_version: Mapped[str | None] = mapped_column(Text)
-    title: Mapped[str | None] = mapped_column(Text)
+    id: Mapped[str]
+    source: Mapped[str]
+    user_id: Mapped[str | None]
+    model: Mapped[str | None]
+    model_config: Mapped[Any | None]
+    system_prompt: Mapped[str | None]
+    parent_session_id: Mapped[str | None]
+    started_at: Mapped[float]
+    ended_at: Mapped[float | None]
+    end_reason: Mapped[str | None]
+    message_count: Mapped[int | None]
+    tool_call_count: Mapped[int | None]
+    input_tokens: Mapped[int | None]
+    output_tokens: Mapped[int | None]
+    cache_read_tokens: Mapped[int | None]
+    cache_write_tokens: Mapped[int | None]
+    reasoning_tokens: Mapped[int | None]
+    billing_provider: Mapped[str | None]
+    billing_base_url: Mapped[str | None]
+    billing_mode: Mapped[str | None]
+    estimated_cost_usd: Mapped[float | None]
+    actual_cost_usd: Mapped[float | None]
+    cost_status: Mapped[str | None]
+    cost_source: Mapped[str | None]
+    pricing_version: Mapped[str | None]
+    title: Mapped[str | None]
 
-    # -- relationships (ORM only: the DDL above is all the database holds) --
+    # -- relationships (ORM only: the DDL is all the database holds) --
     parent: Mapped[Session | None] = relationship(
-        remote_side=[id], back_populates="children", lazy="select"
+        remote_side=[sessions_table.c.id], back_populates="children", lazy="select"
     )
     """The session this one was split off (a subagent, a branch, a compression continuation)."""
     children: Mapped[list[Session]] = relationship(
@@ -119,94 +132,29 @@ class Session(Base):
     first (see :mod:`hermes_store.uow.orm`), as ``SessionDB.delete_session``.
     """
 
-    __table_args__ = (
-        Index("idx_sessions_source", "source"),
-        Index("idx_sessions_parent", "parent_session_id"),
-        Index("idx_sessions_started", text("started_at DESC")),
-        # Revision 0010's (issue #19): a listing page at any offset, the usage report.
-        # Its fourth, on input_tokens + output_tokens, is spelled per backend there.
-        Index(
-            "idx_sessions_listing",
-            text("started_at DESC"),
-            "parent_session_id",
-            "source",
-            "id",
-        ),
-        Index(
-            "idx_sessions_source_listing",
-            "source",
-            text("started_at DESC"),
-            "parent_session_id",
-            "id",
-        ),
-        Index(
-            "idx_sessions_title_family",
-            "title",
-            "started_at",
-            "id",
-            sqlite_where=text("title IS NOT NULL"),
-        ),
-        Index(
-            "idx_sessions_usage",
-            "model",
-            "input_tokens",
-            "output_tokens",
-            "estimated_cost_usd",
-        ),
-        # The partial indexes say their WHERE for SQLite only: a ``postgresql_where``
-        # here would import the PostgreSQL dialect into every process at start-up (its
-        # keyword arguments are checked against the dialect). The revisions write both
-        # backends' DDL themselves; nothing builds tables from these models.
-        Index(
-            "idx_sessions_title_unique",
-            "title",
-            unique=True,
-            sqlite_where=text("title IS NOT NULL"),
-        ),
-    )
-
 
 class Message(Base):
     """One message of a session; JSON fields are stored as text, read as Python values."""
 
-    __tablename__ = "messages"
+    __table__ = messages_table
 
-    # ``INTEGER PRIMARY KEY`` is the rowid alias and can never hold NULL, so the
-    # mapping says NOT NULL (batched INSERT ... RETURNING relies on it) although
-    # SQLite's table_info reports notnull=0 for it.
-    id: Mapped[int] = mapped_column(MESSAGE_ID, primary_key=True)
+    id: Mapped[int]
     # ``active_history``: the value before a change is loaded if need be, so a
     # flush that moves a message knows which session's counters it leaves.
-    session_id: Mapped[str] = mapped_column(
-        Text, ForeignKey("sessions.id"), nullable=False, active_history=True
+    session_id: Mapped[str] = column_property(messages_table.c.session_id, active_history=True)
+    role: Mapped[str]
+    content: Mapped[str | None]
+    tool_call_id: Mapped[str | None]
+    tool_calls: Mapped[Any | None] = column_property(
+        messages_table.c.tool_calls, active_history=True
     )
-    role: Mapped[str] = mapped_column(Text, nullable=False)
-    content: Mapped[str | None] = mapped_column(Text)
-    tool_call_id: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[Any | None] = mapped_column(
-        JSONText("messages.tool_calls"), active_history=True
-    )
-    tool_name: Mapped[str | None] = mapped_column(Text)
-    timestamp: Mapped[float] = mapped_column(FLOAT, nullable=False, default=time.time)
-    token_count: Mapped[int | None] = mapped_column(Integer)
-    finish_reason: Mapped[str | None] = mapped_column(Text)
-    reasoning: Mapped[str | None] = mapped_column(Text)
-    reasoning_details: Mapped[Any | None] = mapped_column(JSONText("messages.reasoning_details"))
-    codex_reasoning_items: Mapped[Any | None] = mapped_column(
-        JSONText("messages.codex_reasoning_items")
-    )
+    tool_name: Mapped[str | None]
+    timestamp: Mapped[float]
+    token_count: Mapped[int | None]
+    finish_reason: Mapped[str | None]
+    reasoning: Mapped[str | None]
+    reasoning_details: Mapped[Any | None]
+    codex_reasoning_items: Mapped[Any | None]
 
     session: Mapped[Session] = relationship(back_populates="messages", lazy="select")
     """The message's session (from the identity map when it is loaded, else one SELECT)."""
-
-    __table_args__ = (
-        Index("idx_messages_session", "session_id", "timestamp"),
-        {"sqlite_autoincrement": True},
-    )
-
-
-# Through the metadata, not ``Model.__table__``: the same objects, typed as the
-# ``Table`` they are (a declarative ``__table__`` may be any selectable).
-sessions_table = Base.metadata.tables[Session.__tablename__]
-messages_table = Base.metadata.tables[Message.__tablename__]
-schema_version_table = Base.metadata.tables[SchemaVersion.__tablename__]

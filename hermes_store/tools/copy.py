@@ -59,7 +59,7 @@ from hermes_store.repositories.shapes import (
     writable_sessions,
 )
 from hermes_store.schema.layout import STANDARD, Layout
-from hermes_store.schema.models import messages_table, sessions_table
+from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
 
 S = sessions_table

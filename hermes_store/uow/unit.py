@@ -35,7 +35,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import NoReturn, Protocol, cast
+from typing import TYPE_CHECKING, NoReturn, Protocol, cast
 
 from sqlalchemy.engine import Connection, RootTransaction
 
@@ -44,11 +44,6 @@ from hermes_store.backends.postgresql.engine import set_unit_patience
 from hermes_store.backends.prepared import driver_error
 from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
 from hermes_store.errors import StoreError
-from hermes_store.repositories import (
-    MessageRepository,
-    SearchRepository,
-    SessionRepository,
-)
 from hermes_store.schema.layout import (
     STANDARD,
     Layout,
@@ -58,7 +53,16 @@ from hermes_store.schema.layout import (
 from hermes_store.schema.state import read_schema_state
 from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
-from hermes_store.uow.orm import UnitSession, open_unit_session
+
+if TYPE_CHECKING:
+    # Imported where first used: the ORM and the mapped classes (``orm``) are a
+    # quarter of ``import sqlalchemy`` again, and the repositories build their
+    # statements at import -- a unit that never asks for them (``hermes-store
+    # current``, a layout read) pays for neither.
+    from hermes_store.repositories.messages import MessageRepository
+    from hermes_store.repositories.search import SearchRepository
+    from hermes_store.repositories.sessions import SessionRepository
+    from hermes_store.uow.orm import UnitSession
 
 _UNSET = object()
 _SHARED_SAVEPOINT = "hermes_shared_call"
@@ -125,6 +129,8 @@ class UnitOfWork:
         transaction instead of beginning, and committing, one of its own.
         """
         if self._orm is None:
+            from hermes_store.uow.orm import open_unit_session
+
             connection = self.connection
             if not connection.in_transaction():
                 if self._driver is None:
@@ -181,6 +187,8 @@ class UnitOfWork:
     def sessions(self) -> SessionRepository:
         """Sessions: create, end, usage, titles, lineage, listings (see its class)."""
         if self._sessions is None:
+            from hermes_store.repositories.sessions import SessionRepository
+
             self._sessions = SessionRepository(self.connection, self.layout, self._clock)
         return self._sessions
 
@@ -188,6 +196,8 @@ class UnitOfWork:
     def messages(self) -> MessageRepository:
         """Messages: append with their counters, read back, clear (see its class)."""
         if self._messages is None:
+            from hermes_store.repositories.messages import MessageRepository
+
             self._messages = MessageRepository(
                 self.connection, self.layout, self.sessions, self._clock
             )
@@ -197,6 +207,8 @@ class UnitOfWork:
     def search(self) -> SearchRepository:
         """Full-text search over the messages (see its class)."""
         if self._search is None:
+            from hermes_store.repositories.search import SearchRepository
+
             self._search = SearchRepository(self.connection, self.layout)
         return self._search
 

@@ -40,7 +40,7 @@ from hermes_store.repositories.messages import insert_rows
 from hermes_store.repositories.shapes import writable_sessions
 from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
 from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD
-from hermes_store.schema.models import messages_table, sessions_table
+from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.tools.backup import COUNT_ROWS
 from hermes_store.tools.disk import require_free_space, sync
 from hermes_store.tools.recovery.salvage import Salvage, id_ranges, salvage

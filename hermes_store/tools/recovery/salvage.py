@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Float, Integer, Table, Text
 
 from hermes_store.repositories.shapes import storage_type
-from hermes_store.schema.models import messages_table, sessions_table
+from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.tools.recovery.pages import (
     TABLE_LEAF,
     DamagedPage,
