@@ -38,7 +38,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql.elements import BindParameter, TextClause
 
 from hermes_store.repositories.shapes import session_columns, sessions_from, shadowed
-from hermes_store.schema.layout import Layout
+from hermes_store.schema.layout import ROOTS_LISTING_INDEX, ROOTS_SOURCE_LISTING_INDEX, Layout
 
 PREVIEW_CHARS = 60
 """How much of the first user message a listing shows; ``...`` marks that there is more."""
@@ -150,6 +150,13 @@ _ROOTS_ONLY = {
     "sqlite": "+s.parent_session_id IS NULL",
     "postgresql": "s.parent_session_id IS NULL",
 }
+# Where revision 0011's partial indexes of root sessions are there, SQLite is told to walk
+# them (INDEXED BY: a plan that cannot change with statistics): every entry is a root, so
+# an OFFSET skips entries without reading them -- the term matches the index's WHERE and
+# is not tested per entry. Their order is the full index's for roots (ties on started_at
+# by source and id; by id within one source), so a page holds the same rows as before.
+_ROOTS_INDEXED = "s.parent_session_id IS NULL"
+_ROOTS_INDEX = {False: ROOTS_LISTING_INDEX, True: ROOTS_SOURCE_LISTING_INDEX}
 
 
 @lru_cache(maxsize=64)
@@ -164,7 +171,11 @@ def _page_statement(
     """
     conditions = []
     params = list(_PREVIEW_PARAMS)
-    if roots_only:
+    walked = "sessions s"
+    if roots_only and dialect == "sqlite" and layout.roots_listing:
+        walked = f"sessions s INDEXED BY {_ROOTS_INDEX[by_source]}"
+        conditions.append(_ROOTS_INDEXED)
+    elif roots_only:
         conditions.append(_ROOTS_ONLY[dialect])
     if by_source:
         conditions.append("s.source = :p_source")
@@ -177,7 +188,7 @@ def _page_statement(
         SELECT {_listed_columns(layout)}
         FROM {sessions_from(layout)}
         JOIN (
-            SELECT s.id FROM sessions s
+            SELECT s.id FROM {walked}
             {where}
             ORDER BY s.started_at DESC
             LIMIT :p_limit OFFSET :p_offset
