@@ -221,6 +221,22 @@ def test_a_total_whose_trigger_is_gone_or_changed_is_not_read(filled: Any) -> No
     db.close()
 
 
+def test_a_head_file_whose_totals_were_removed_is_counted_exactly(filled: Any) -> None:
+    """Tables and triggers dropped by hand: the store does not fail, it counts."""
+    from hermes_store.schema.totals import TABLES, TRIGGERS
+
+    path, db = filled
+    with _raw(path) as raw:
+        for name in TRIGGERS:
+            raw.execute(f"DROP TRIGGER {name}")
+        for name in TABLES:
+            raw.execute(f"DROP TABLE {name}")
+        raw.execute("DELETE FROM messages WHERE id % 4 = 0")
+    assert _reported(db) == _exact(path)
+    assert check(db.store).totals == []  # (the session counters are another matter)
+    db.close()
+
+
 def test_check_reports_a_wrong_total_and_repair_rebuilds_it(filled: Any) -> None:
     path, db = filled
     with _raw(path) as raw:

@@ -47,7 +47,7 @@ from hermes_store.repositories.shapes import (
 )
 from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.schema.models import messages_table
-from hermes_store.schema.totals import KEPT_MESSAGE_COUNT
+from hermes_store.schema.totals import KEPT_MESSAGE_COUNT, KEPT_MESSAGE_TRUSTED
 
 M = messages_table
 
@@ -364,7 +364,11 @@ class MessageRepository:
         """How many messages the session (or the whole store) holds."""
         text_arg("session_id", session_id, optional=True)
         if session_id is None:
-            if self._s.kept_count and self._c.dialect.name == "sqlite":
+            if (
+                self._s.kept_count
+                and self._c.dialect.name == "sqlite"
+                and self._c.execute(_KEPT_TRUSTED).scalar()
+            ):
                 kept = self._c.execute(_KEPT_COUNT).scalar()
                 if kept is not None:
                     return int(kept)
@@ -372,7 +376,8 @@ class MessageRepository:
         return int(self._c.execute(self._s.count_session, {"p_id": session_id}).scalar_one())
 
 
-# No row unless the total and its triggers are intact (hermes_store.schema.totals).
+# Read only where the total and its triggers are intact (hermes_store.schema.totals).
+_KEPT_TRUSTED = text(KEPT_MESSAGE_TRUSTED)
 _KEPT_COUNT = text(KEPT_MESSAGE_COUNT)
 _JSON_POSITIONS = tuple(MESSAGE_COLUMNS.index(name) for name in JSON_FIELDS)
 _IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparams(

@@ -196,16 +196,24 @@ def intact_guard(triggers: tuple[str, ...]) -> str:
     )
 
 
-KEPT_MESSAGE_COUNT = (
-    f"SELECT messages FROM {MESSAGE_TOTAL_TABLE} WHERE id = 1 AND {intact_guard(MESSAGE_TRIGGERS)}"
-)
-"""The kept message count: no row when it cannot be trusted (read the exact count then)."""
+def _trusted(table: str, triggers: tuple[str, ...]) -> str:
+    """A query of 1 when ``table`` is there and :func:`intact_guard` holds for ``triggers``.
 
-_KEPT_USAGE_GUARD = (
-    f"(SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{MODEL_TOTALS_TABLE}')"
-    f" = 1 AND {intact_guard(MODEL_TRIGGERS)}"
-)
-KEPT_USAGE_TRUSTED = f"SELECT {_KEPT_USAGE_GUARD}"
+    Asked first, in the same transaction as the read that follows: a statement
+    naming a table the file lacks would not even compile.
+    """
+    return (
+        f"SELECT (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}')"
+        f" = 1 AND {intact_guard(triggers)}"
+    )
+
+
+KEPT_MESSAGE_TRUSTED = _trusted(MESSAGE_TOTAL_TABLE, MESSAGE_TRIGGERS)
+"""1 when the kept message count can be read."""
+KEPT_MESSAGE_COUNT = f"SELECT messages FROM {MESSAGE_TOTAL_TABLE} WHERE id = 1"
+"""The kept message count (run after :data:`KEPT_MESSAGE_TRUSTED`; no row: count instead)."""
+KEPT_USAGE_TRUSTED = _trusted(MODEL_TOTALS_TABLE, MODEL_TRIGGERS)
+"""1 when the kept usage per model can be read (an empty table is then a true answer)."""
 KEPT_TOTALS_INTACT = (
     f"SELECT (SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
     f"('{MESSAGE_TOTAL_TABLE}', '{MODEL_TOTALS_TABLE}')) = 2 AND {intact_guard(tuple(TRIGGERS))}"
