@@ -237,6 +237,25 @@ def test_a_head_file_whose_totals_were_removed_is_counted_exactly(filled: Any) -
     db.close()
 
 
+def test_a_file_the_agents_code_moved_on_counts_its_live_messages(filled: Any) -> None:
+    """Agent v12+: rows it rewound are ``active = 0`` and not counted; the kept total counts all."""
+    path, db = filled
+    db.close()
+    with _raw(path) as raw:
+        raw.execute("ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1")
+        raw.execute("UPDATE messages SET active = 0 WHERE id % 3 = 0")
+        raw.execute("UPDATE schema_version SET version = 12")
+        (live,) = raw.execute("SELECT COUNT(*) FROM messages WHERE active = 1").fetchone()
+        assert _kept_count(path) > live
+    with SessionDB(path) as agents:
+        assert agents.message_count() == live
+        usage = _reported(agents)[1]
+    exact = _exact(path)[1]
+    assert {m: row[:3] for m, row in usage.items()} == {m: row[:3] for m, row in exact.items()}
+    for model, row in exact.items():
+        assert row[3] == usage[model][3] or math.isclose(row[3], usage[model][3], rel_tol=1e-12)
+
+
 def test_check_reports_a_wrong_total_and_repair_rebuilds_it(filled: Any) -> None:
     path, db = filled
     with _raw(path) as raw:
