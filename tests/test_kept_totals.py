@@ -316,13 +316,22 @@ def _listing_cases(roots: int, sessions: int) -> list[dict[str, Any]]:
         cases.append({"offset": offset, "exclude_sources": ["cron"]})
         cases.append({"offset": offset, "source": "cli", "exclude_sources": ["cron"]})
         cases.append({"offset": offset, "project_compression_tips": False})
-    for offset in (0, sessions // 2, max(0, sessions - 4)):
+    # every session: a page past the middle is counted from the oldest end
+    for offset in sorted({0, 5, sessions // 2, sessions // 2 + 1, sessions - 7, sessions - 6}):
+        for limit in (6, 1, 0):
+            cases.append({"offset": offset, "include_children": True, "limit": limit})
+    for offset in (sessions - 4, sessions - 1, sessions, sessions + 3):
         cases.append({"offset": offset, "include_children": True})
+        cases.append({"offset": offset, "include_children": True, "exclude_sources": ["cron"]})
     return cases
 
 
 def test_listing_pages_are_the_same_with_the_roots_index(tmp_path: Path) -> None:
-    """Every page at every offset, ties on started_at included, as before revision 0011."""
+    """Every page at every offset, ties on started_at included, as before revision 0011.
+
+    Pages of every session past the middle are read from the oldest end; the
+    file at 0010 (read-only, not migrated) reads every page the old way.
+    """
     path = tmp_path / "state.db"
     SessionDB(path).close()
     rng = random.Random(8)
@@ -361,11 +370,11 @@ def test_listing_pages_are_the_same_with_the_roots_index(tmp_path: Path) -> None
     assert any("COVERING INDEX idx_sessions_roots_listing" in row[-1] for row in plan)
     cases = _listing_cases(roots, len(rows))
     with SessionDB(path, read_only=True) as db:
-        now = [db.list_sessions_rich(limit=6, **case) for case in cases]
+        now = [db.list_sessions_rich(**{"limit": 6, **case}) for case in cases]
     store = Store(path, migrate=False)
     downgrade(store.engine, "0010")
     store.close()
     with SessionDB(path, read_only=True) as db:
-        before = [db.list_sessions_rich(limit=6, **case) for case in cases]
+        before = [db.list_sessions_rich(**{"limit": 6, **case}) for case in cases]
     assert now == before
     assert any(page for page in now)
