@@ -213,6 +213,10 @@ def build(spec: FieldSpec, template: Path, path: Path, log: Log = _log) -> dict[
             t = time.perf_counter()
             fill_bigrams(connection)
             timings["fill_messages_cjk_bigrams_s"] = time.perf_counter() - t
+        if "message_total" in {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}:
+            from hermes_store.schema.totals import fill_totals
+
+            fill_totals(connection)  # revision 0011's count lost its insert trigger for the load
         for _name, sql in triggers:
             connection.execute(sql)
         connection.execute("COMMIT")
