@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
+from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, fill_totals
+from hermes_store.schema.totals import TABLES as TOTALS_TABLES
+from hermes_store.schema.totals import TRIGGERS as TOTALS_TRIGGERS
+
 # About 300 words of the kind an agent conversation is made of. The order is
 # the frequency rank (Zipf-like weights below); the query words of
 # SEARCH_QUERIES sit at chosen ranks so each query has a known breadth.
@@ -184,6 +188,7 @@ _INSERT_MESSAGE = (
     "timestamp, token_count, finish_reason, reasoning, reasoning_details, codex_reasoning_items) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_HAS_TOTALS = f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{MESSAGE_TOTAL_TABLE}'"
 _INSERT_SESSION = (
     "INSERT INTO sessions (id, source, model, started_at, ended_at, end_reason, "
     "message_count, tool_call_count, input_tokens, output_tokens) "
@@ -225,6 +230,10 @@ def make_old_schema_template(template: Path, path: Path) -> Path:
             for (trigger,) in triggers:
                 connection.execute(f'DROP TRIGGER "{trigger}"')
             connection.execute(f'DROP TABLE "{name}"')
+        for trigger in TOTALS_TRIGGERS:  # revision 0011's kept totals: not the old store's
+            connection.execute(f'DROP TRIGGER IF EXISTS "{trigger}"')
+        for table in TOTALS_TABLES:
+            connection.execute(f'DROP TABLE IF EXISTS "{table}"')
         connection.execute("UPDATE schema_version SET version = 6")
         connection.execute("VACUUM")
     finally:
@@ -297,6 +306,8 @@ def build_corpus(template: Path, path: Path, spec: CorpusSpec) -> CorpusSpec:
             connection.executemany(_INSERT_MESSAGE, rows)
         for name in fts_tables:
             connection.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
+        if connection.execute(_HAS_TOTALS).fetchone() is not None:
+            fill_totals(connection)  # revision 0011's count lost its insert trigger too
         for _name, sql in insert_triggers:
             connection.execute(sql)
         connection.execute("COMMIT")

@@ -213,6 +213,10 @@ def build(spec: FieldSpec, template: Path, path: Path, log: Log = _log) -> dict[
             t = time.perf_counter()
             fill_bigrams(connection)
             timings["fill_messages_cjk_bigrams_s"] = time.perf_counter() - t
+        if "message_total" in {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}:
+            from hermes_store.schema.totals import fill_totals
+
+            fill_totals(connection)  # revision 0011's count lost its insert trigger for the load
         for _name, sql in triggers:
             connection.execute(sql)
         connection.execute("COMMIT")
@@ -299,6 +303,7 @@ def verify(path: Path, template: Path) -> list[str]:
         if miscounted:
             problems.append(f"{miscounted} sessions with wrong counters")
         problems += _bigram_problems(connection)
+        problems += _totals_problems(connection)
         orphans = connection.execute("PRAGMA foreign_key_check").fetchall()
         if orphans:
             problems.append(f"{len(orphans)} rows fail the foreign key check")
@@ -331,6 +336,14 @@ def _bigram_problems(connection: sqlite3.Connection) -> list[str]:
     if held != expected or orphans:
         return [f"messages_cjk_bigrams holds {held} pairs ({orphans} orphans), expected {expected}"]
     return []
+
+
+def _totals_problems(connection: sqlite3.Connection) -> list[str]:
+    """Revision 0011's kept totals agree with the tables (where the file has them)."""
+    from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, totals_problems
+
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    return totals_problems(connection) if MESSAGE_TOTAL_TABLE in tables else []
 
 
 # ----------------------------------------------------------------------

@@ -52,8 +52,14 @@ ROW_TREES = (
     "idx_sessions_title_family",
     "idx_sessions_usage",
     "idx_sessions_total_tokens",
+    # revision 0011's: a page of root sessions walks these
+    "idx_sessions_roots_listing",
+    "idx_sessions_roots_source_listing",
+    # revision 0011's totals, kept from these rows and read instead of them
+    "message_total",
+    "model_usage_totals",
 )
-"""Every b-tree of session and message rows: the tables and each of their indexes."""
+"""Every b-tree of session and message rows: the tables, their indexes, the totals kept."""
 
 
 def build_store(path: Path) -> None:
@@ -94,12 +100,12 @@ def damaged_copy(pristine: Path, target: Path, trees: tuple[str, ...]) -> list[i
 
 
 def row_trees_of(path: Path) -> list[str]:
-    """The b-trees of ``sessions`` and ``messages`` the file holds (tables and indexes)."""
+    """The b-trees of ``sessions`` and ``messages`` the file holds, and the totals kept of them."""
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         rows = connection.execute(
-            "SELECT name FROM sqlite_master WHERE tbl_name IN ('sessions', 'messages') "
-            "AND type IN ('table', 'index')"
+            "SELECT name FROM sqlite_master WHERE tbl_name IN ('sessions', 'messages', "
+            "'message_total', 'model_usage_totals') AND type IN ('table', 'index')"
         ).fetchall()
     finally:
         connection.close()

@@ -997,6 +997,8 @@ def check(
         out.print(render.status_line("counters", counted, bool(report.repaired_counters)))
         if report.miscounted:
             out.print(render.miscounted_table(report.miscounted))
+        totals = "; ".join(report.totals) if report.totals else None
+        out.print(render.status_line("kept totals", totals, report.repaired_totals))
         if report.ok:
             out.print(Text("ok", style="bold green"))
         else:

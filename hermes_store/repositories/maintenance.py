@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.schema.totals import KEPT_TOTALS_INTACT, fill_totals, totals_problems
 
 # What the counters would be if recomputed from the messages themselves. A
 # tool_calls JSON array counts its items, any other non-empty value counts one,
@@ -219,6 +220,24 @@ class MaintenanceRepository:
             ):
                 wrong.append(counted)
         return wrong
+
+    def totals_problems(self) -> list[str]:
+        """What revision 0011's kept totals get wrong, one line each; empty when right.
+
+        Only where the file keeps them (tables and triggers as written): where
+        the agent's code dropped a trigger, they are not read, and not judged.
+        """
+        if not self._sqlite or not self._c.exec_driver_sql(KEPT_TOTALS_INTACT).scalar():
+            return []
+        return totals_problems(self._driver())
+
+    def repair_totals(self) -> None:
+        """Set the kept totals from ``messages`` and ``sessions`` again."""
+        if self._sqlite:
+            fill_totals(self._driver())
+
+    def _driver(self) -> sqlite3.Connection:
+        return cast(sqlite3.Connection, self._c.connection.driver_connection)
 
     def repair_identity(self) -> None:
         """Move the ``messages.id`` identity past the largest id (PostgreSQL only)."""

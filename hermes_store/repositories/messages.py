@@ -47,6 +47,7 @@ from hermes_store.repositories.shapes import (
 )
 from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import messages_table
+from hermes_store.schema.totals import KEPT_MESSAGE_COUNT, KEPT_MESSAGE_TRUSTED
 
 M = messages_table
 
@@ -83,6 +84,9 @@ class _Statements:
     delete_for_session: Any
     count_all: Any
     count_session: Any
+    kept_count: bool
+    """Revision 0011 may keep the count of all messages here (its triggers count every
+    row; a file where the agent's ``active`` flag hides some is counted exactly)."""
 
     def batch(self, rows: int, with_ids: bool) -> tuple[Prepared, tuple[str, ...]]:
         return _batch_insert(self.layout, rows, with_ids)
@@ -120,6 +124,7 @@ def statements_for(layout: Layout) -> _Statements:
         delete_for_session=text("DELETE FROM messages WHERE session_id = :p_id"),
         count_all=text(f"SELECT COUNT(*) FROM messages m WHERE 1 = 1{live}"),
         count_session=text(f"SELECT COUNT(*) FROM messages m WHERE m.session_id = :p_id{live}"),
+        kept_count=layout.kept_totals and not live,
     )
 
 
@@ -359,10 +364,21 @@ class MessageRepository:
         """How many messages the session (or the whole store) holds."""
         text_arg("session_id", session_id, optional=True)
         if session_id is None:
+            if (
+                self._s.kept_count
+                and self._c.dialect.name == "sqlite"
+                and self._c.execute(_KEPT_TRUSTED).scalar()
+            ):
+                kept = self._c.execute(_KEPT_COUNT).scalar()
+                if kept is not None:
+                    return int(kept)
             return int(self._c.execute(self._s.count_all).scalar_one())
         return int(self._c.execute(self._s.count_session, {"p_id": session_id}).scalar_one())
 
 
+# Read only where the total and its triggers are intact (hermes_store.schema.totals).
+_KEPT_TRUSTED = text(KEPT_MESSAGE_TRUSTED)
+_KEPT_COUNT = text(KEPT_MESSAGE_COUNT)
 _JSON_POSITIONS = tuple(MESSAGE_COLUMNS.index(name) for name in JSON_FIELDS)
 _IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparams(
     bindparam("p_ids", expanding=True)

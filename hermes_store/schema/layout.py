@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hermes_store.errors import SchemaError
+from hermes_store.schema import totals
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -68,6 +69,12 @@ BIGRAM_OBJECTS = frozenset(
     }
 )
 """Everything the pair index needs: without all of it, it may be stale and is not read."""
+TOTALS_OBJECTS = totals.OBJECTS
+"""Revision 0011's kept totals (:mod:`hermes_store.schema.totals`): the message count and
+the usage per model, each in a table of ours kept by triggers in the file."""
+ROOTS_LISTING_INDEX = "idx_sessions_roots_listing"
+ROOTS_SOURCE_LISTING_INDEX = "idx_sessions_roots_source_listing"
+"""Revision 0011's partial indexes of root sessions, which a default listing walks."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,11 @@ class Layout:
     bigrams: bool = False
     """Our CJK pair index (revision 0009) is there with all its triggers: short CJK terms
     read it instead of scanning. Files of the agent's own versions never get it from us."""
+    kept_totals: bool = False
+    """Revision 0011's totals are there with all their triggers (by name: a reader also
+    compares their SQL, in the statement that reads a total)."""
+    roots_listing: bool = False
+    """Revision 0011's partial indexes of root sessions are there (a listing names them)."""
 
     # -- what the statements need to know --------------------------------
     @property
@@ -200,7 +212,7 @@ class Layout:
     def describe(self) -> str:
         """One line for ``hermes-store current``: which layout the store reads the file in."""
         if self.standard:
-            return "hermes_store's own (document v6 + trigram and CJK pair indexes)"
+            return "hermes_store's own (document v6 + trigram and CJK pair indexes, kept totals)"
         parts = []
         if self.ladder is Ladder.AGENT:
             parts.append(f"the Hermes agent's schema version {self.schema_version}, used as it is")
@@ -212,6 +224,8 @@ class Layout:
             parts.append(f"{index.name}: {shape}, {', '.join(index.columns)}{state}")
         if self.bigrams:
             parts.append(f"{BIGRAM_TABLE}: ours, kept by triggers")
+        if self.kept_totals:
+            parts.append("message and usage totals: ours, kept by triggers")
         return "; ".join(parts)
 
 
@@ -227,6 +241,8 @@ STANDARD = Layout(
     word=_OURS_WORD,
     trigram=_OURS_TRIGRAM,
     bigrams=True,
+    kept_totals=True,
+    roots_listing=True,
 )
 """A file at our head: the document's v6 tables, the word index, our trigram and pair indexes.
 
@@ -354,6 +370,7 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         indexes[name] = index
     cjk_live = tuple(sorted(name for name, sql in triggers.items() if _writes(sql, CJK_INDEX)))
     tables = {name for name, (kind, _t, _s) in objects.items() if kind == "table"}
+    kinds = {(kind, name) for name, (kind, _t, _s) in objects.items()}
     return Layout(
         ladder=state.ladder,
         schema_version=state.version,
@@ -366,7 +383,10 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         cjk_live_triggers=cjk_live,
         system_prompts="system_prompts" in tables and "system_prompt_hash" in columns["sessions"],
         compression_locks="compression_locks" in tables,
-        bigrams={(kind, name) for name, (kind, _t, _s) in objects.items()} >= BIGRAM_OBJECTS,
+        bigrams=kinds >= BIGRAM_OBJECTS,
+        kept_totals=kinds >= TOTALS_OBJECTS,
+        roots_listing={("index", ROOTS_LISTING_INDEX), ("index", ROOTS_SOURCE_LISTING_INDEX)}
+        <= kinds,
     )
 
 

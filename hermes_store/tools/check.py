@@ -1,9 +1,10 @@
 """``check``: is this state.db healthy, and can what is wrong be mended?
 
 Counters (``message_count``, ``tool_call_count``) are derived data kept in
-step by every append; FTS is derived data kept in step by triggers. Both can
-be rebuilt from ``messages`` without loss, so ``repair=True`` does exactly
-that, in one write transaction. Page-level corruption (integrity_check) is
+step by every append; FTS and revision 0011's totals (the message count, the
+usage per model) are derived data kept in step by triggers. All can be
+rebuilt from the tables without loss, so ``repair=True`` does exactly that,
+in one write transaction. Page-level corruption (integrity_check) is
 reported, never "repaired": the fix is a backup, not a guess.
 
 On PostgreSQL the same report means (see :class:`MaintenanceRepository`):
@@ -55,6 +56,9 @@ class CheckReport:
     """Search indexes the file has that this process cannot check (a tokenizer it lacks)."""
     miscounted: list[dict[str, Any]] = field(default_factory=list)
     repaired_counters: int = 0
+    totals: list[str] = field(default_factory=list)
+    """What revision 0011's kept totals (message count, usage per model) get wrong."""
+    repaired_totals: bool = False
     rebuilt_fts: bool = False
     repaired_identity: bool = False
     damage: DamageSurvey | None = None
@@ -66,7 +70,8 @@ class CheckReport:
         counters_ok = not self.miscounted or self.repaired_counters == len(self.miscounted)
         fts_ok = self.fts is None or self.rebuilt_fts
         integrity_ok = not self.integrity or self.repaired_identity
-        return integrity_ok and not self.foreign_keys and counters_ok and fts_ok
+        totals_ok = not self.totals or self.repaired_totals
+        return integrity_ok and not self.foreign_keys and counters_ok and fts_ok and totals_ok
 
 
 def check(store: Store, *, repair: bool = False) -> CheckReport:
@@ -102,6 +107,7 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
         report.fts = "; ".join(f"{name} {problem}" for name, problem in fts.items()) or None
         report.stale_fts = list(fts)
         report.miscounted = maintenance.miscounted_sessions()
+        report.totals = maintenance.totals_problems()
         if repair:
             if report.integrity and uow.connection.dialect.name != "sqlite":
                 maintenance.repair_identity()  # the only PostgreSQL integrity finding
@@ -111,6 +117,9 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
             if report.stale_fts:
                 maintenance.rebuild_fts(report.stale_fts)
                 report.rebuilt_fts = True
+            if report.totals:
+                maintenance.repair_totals()
+                report.repaired_totals = True
 
 
 def _fts_of_read_only(

@@ -41,6 +41,7 @@ from hermes_store.repositories.shapes import writable_sessions
 from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
 from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD
 from hermes_store.schema.tables import messages_table, sessions_table
+from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, fill_totals
 from hermes_store.tools.backup import COUNT_ROWS
 from hermes_store.tools.disk import require_free_space, sync
 from hermes_store.tools.recovery.salvage import Salvage, id_ranges, salvage
@@ -259,17 +260,26 @@ def _drop_index_triggers(connection: Connection) -> list[str]:
 
 
 def _rebuild_indexes(connection: Connection, triggers: list[str]) -> None:
-    """Every FTS index (and the CJK pair index) built from the table; the triggers back."""
+    """Every FTS index, the CJK pair index and the kept totals built afresh; the triggers back.
+
+    The totals' message count was one of the triggers taken off: it is counted
+    here, in the transaction that puts the triggers back.
+    """
     for (name,) in connection.execute(_FTS_TABLES).all():
         connection.exec_driver_sql(f'INSERT INTO "{name}"("{name}") VALUES (\'rebuild\')')
     if connection.execute(_HAS_BIGRAM_TABLE).first() is not None:  # revision 0009's pair index
         fill_bigrams(driver_connection(connection), replace=True)
+    if connection.execute(_HAS_TOTALS).first() is not None:  # revision 0011's kept totals
+        fill_totals(driver_connection(connection))
     for sql in triggers:
         connection.exec_driver_sql(sql)
 
 
 _HAS_BIGRAM_TABLE = text(
     f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{BIGRAM_TABLE}'"
+)
+_HAS_TOTALS = text(
+    f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{MESSAGE_TOTAL_TABLE}'"
 )
 
 _LINK_PARENT = (
