@@ -156,3 +156,115 @@ def test_substring_matches_after_word_matches_leave_the_word_matches_out(
         )
     )
     assert _ids(tool) == [id_ for id_ in words + glued if id_ in cli_users]
+
+
+PREFIX_TEXTS = [
+    "deploy the build",
+    "Deployed yesterday",
+    "DEPLOYMENT window",
+    "deploy服务端 glued to CJK",
+    "déployer with a diacritic",
+    "deploy_script underscore",
+    "or order ordinal",
+    "not note notebook",
+    "near nearby",
+    "the docker deployment failed",
+    "redeploy is no prefix match",
+    "nothing relevant here",
+]
+PREFIX_QUERIES = [
+    "deploy*",
+    "Deploy*",
+    "deploym*",
+    "o*",
+    "n*",
+    "deploy* NOT deployment",
+    "deploy* -docker",
+    "lorem OR deploy*",
+    "deploy* docker",
+    '"deploy"*',
+    '"the docker deploy"*',
+    "content:deploy*",
+    "deploy_s*",
+    "zzz*",
+    "ord* OR not*",
+    "-deploy* order",
+    "here NOT relevant deploy*",
+    "the deploy* build OR order",
+    "the AND deploy* NOT build yesterday",
+]
+
+
+@pytest.fixture
+def prefixes(tmp_path: Path) -> Iterator[tuple[Path, SessionDB]]:
+    path = tmp_path / "state.db"
+    db = SessionDB(path)
+    db.create_session("p", "cli")
+    db.append_messages("p", [{"role": "user", "content": text} for text in PREFIX_TEXTS * 3])
+    yield path, db
+    db.close()
+
+
+@pytest.mark.parametrize("query", PREFIX_QUERIES)
+def test_a_spelled_out_prefix_matches_exactly_what_fts5s_prefix_matches(
+    prefixes: tuple[Path, SessionDB], query: str
+) -> None:
+    """The word route alone (``match``), against FTS5's own MATCH of the same sanitized
+    query on the same file."""
+    from hermes_store.domain.query_syntax import query_items, sanitize_fts5_query
+
+    path, db = prefixes
+    expected = _rows(
+        path,
+        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC",
+        sanitize_fts5_query(query),
+    )
+    with db.store.read() as uow:
+        spelled = uow.search.word_query(query_items(query))
+        found = uow.search.match(spelled, limit=1000)
+    assert sorted(_ids(found), reverse=True) == expected, spelled
+
+
+def test_prefixes_are_spelled_out_only_where_that_is_exact(
+    prefixes: tuple[Path, SessionDB], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_store.domain.query_syntax import query_items
+
+    _, db = prefixes
+    with db.store.read() as uow:
+        spell = uow.search.word_query
+        assert spell(query_items("Deploy*")) == (
+            '("deploy" OR "deployed" OR "deployer" OR "deployment" OR "deploy服务端")'
+        )
+        assert spell(query_items("deploy* NOT deployment")) == (
+            '("deploy" OR "deployed" OR "deployer" OR "deployment" OR "deploy服务端") '
+            "NOT deployment"
+        )
+        assert spell(query_items("zzz*")) == "zzz*"  # no term: FTS5's prefix, as cheap
+        assert spell(query_items('"deploy"*')) == '"deploy"*'  # a phrase stays one
+        monkeypatch.setattr(search, "PREFIX_TERMS", 4)
+        assert spell(query_items("deploy*")) == "deploy*"  # too many terms
+    # The vocabulary table is the connection's own: the file is not written.
+    with sqlite3.connect(db.db_path) as raw:  # type: ignore[arg-type]
+        names = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
+    assert not any(name.startswith("hermes_terms") for name in names)
+
+
+def test_a_spelled_out_prefix_sees_rows_written_in_the_same_unit_and_after(
+    prefixes: tuple[Path, SessionDB],
+) -> None:
+    from hermes_store.domain.query_syntax import query_items
+
+    path, db = prefixes
+    before = len(db.search_messages("deploy*", limit=100))
+    with sqlite3.connect(path) as raw:  # another program writes a new form
+        raw.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp) "
+            "VALUES ('p', 'user', 'deployable now', 1.0)"
+        )
+    hits = db.search_messages("deploy*", limit=100)
+    assert len(hits) == before + 1
+    with db.store.write() as uow:
+        uow.messages.append("p", "user", "deployless inside the unit")
+        spelled = uow.search.word_query(query_items("deploy*"))
+        assert '"deployless"' in spelled and '"deployable"' in spelled

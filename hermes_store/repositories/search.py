@@ -20,8 +20,10 @@ from hermes_store.backends.postgresql.search import word_statement
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
+from hermes_store.backends.sqlite.fts_vocabulary import terms_under
 from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
 from hermes_store.domain.bigrams import branch_grams
+from hermes_store.domain.prefixes import TOKENIZERS, spell_out
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.records import ContextLine, SearchHit
 from hermes_store.domain.substrings import TRIGRAM, has_cjk, make_snippet, substring_query
@@ -201,6 +203,14 @@ _GRAM_ROWS = text(
 )
 _GRAM_PROBE_CAP = 5_000
 
+PREFIX_TERMS = 32
+"""A prefix that stands for at most this many terms is spelled out as their ``OR``.
+
+One probe of the vocabulary per term, and an ``OR`` node per term on each
+step of the walk; past this, FTS5's own prefix query runs (it costs the same
+whatever the number of terms).
+"""
+
 
 class SearchRepository:
     """Runs the dialect's search statements; callers pass an already sanitized query.
@@ -226,14 +236,35 @@ class SearchRepository:
         """The trigram table leaves ``role = 'tool'`` rows out (the agent's v23+ layout)."""
         self.has_bigrams = not self.postgresql and layout.bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
+        self.spells_out_prefixes = bool(
+            not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
+        )
+        """``deploy*`` becomes the ``OR`` of the word index's terms under it (SQLite)."""
 
     def word_query(self, items: list[str]) -> str:
         """Sanitized query items (fts_query.query_items) in this dialect's syntax.
 
         An FTS5 MATCH expression on SQLite, a ``to_tsquery('simple', ...)``
-        text on PostgreSQL; :meth:`match` with the word index takes either.
+        text on PostgreSQL; :meth:`match` with the word index takes either. On SQLite a
+        prefix is spelled out as the terms under it where that is exact (see
+        :mod:`hermes_store.domain.prefixes`).
         """
-        return tsquery_text(items) if self.postgresql else " ".join(items)
+        if self.postgresql:
+            return tsquery_text(items)
+        if not self.spells_out_prefixes:
+            return " ".join(items)
+        return spell_out(items, self._terms_under)
+
+    def _terms_under(self, prefix: str) -> list[str] | None:
+        """The word index's terms under ``prefix``, for :func:`spell_out`.
+
+        FTS5 answers ``deploy*`` by merging the doclists of all its terms in
+        full before the first row (20-100 ms at a million messages, for each
+        statement of a search); ``("deploy" OR "deployed" OR ...)`` matches
+        the same messages and is walked lazily. bm25 then scores each term
+        on its own (a rarer form weighs more) instead of the prefix as one.
+        """
+        return terms_under(self._c, FTS_INDEX, prefix, PREFIX_TERMS)
 
     def match(
         self,
