@@ -20,8 +20,10 @@ from hermes_store.backends.postgresql.search import word_statement
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
+from hermes_store.backends.sqlite.fts_vocabulary import terms_under
 from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
 from hermes_store.domain.bigrams import branch_grams
+from hermes_store.domain.prefixes import TOKENIZERS, spell_out
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.records import ContextLine, SearchHit
 from hermes_store.domain.substrings import TRIGRAM, has_cjk, make_snippet, substring_query
@@ -127,18 +129,29 @@ def _match_statement(
     roles: bool,
     visible: str = "",
     anchors: int = 0,
+    ranked: bool = True,
+    besides: str | None = None,
 ) -> TextClause:
     """One prebuilt statement per index, combination of filters and row visibility.
 
     ``index`` names the FTS5 table to MATCH against, ranked within the rowid
-    window ``:p_low`` .. ``:p_high`` (see :data:`RANK_WINDOW`); None means a
+    window ``:p_low`` .. ``:p_high`` (see :data:`RANK_WINDOW`), or newest
+    first with ``ranked=False`` (the window then spans every rowid). Unfiltered,
+    FTS5 sorts the window by ``rank`` itself and joins only the page's rows;
+    filtered, ``+rank`` keeps the sort out of FTS5, so only the rows the filters
+    let through are scored (FTS5 would score every match of the window first:
+    seconds for a phrase whose filters pass 3 of 60,040 matches), with the
+    rowid as FTS5's own tie order. None means a
     substring test of ``messages`` with the boolean ``like_sql`` (see
     cjk_query), newest first, whose snippet is made in Python from the
     returned content. ``anchors`` > 0 bounds that test to the messages the
     CJK pair index holds under ``:p_gram0`` ... (one pair: read in the
     index's own order; several: the union of them); 0 scans every message.
     ``visible`` is an ``AND`` condition that hides rows the file's owner
-    hides (the agent's rewound messages).
+    hides (the agent's rewound messages). ``besides`` names the word index
+    whose matches of ``:p_words`` the statement leaves out, before any row of
+    ``messages`` is read for the filters: the substring route after the word
+    route wants only what the latter did not find.
     """
     filters, expanding = filter_sql(sources, excluded, roles)
     filters += visible
@@ -147,7 +160,17 @@ def _match_statement(
     if index is not None:
         source = f"{index} JOIN messages m ON m.id = {index}.rowid"
         where = f"{index} MATCH :p_query AND {index}.rowid BETWEEN :p_low AND :p_high"
-        order = "rank"
+        if besides is not None:
+            where += (
+                f" AND {index}.rowid NOT IN "
+                f"(SELECT rowid FROM {besides} WHERE {besides} MATCH :p_words)"
+            )
+        if not ranked:
+            order = f"{index}.rowid DESC"
+        elif filters:
+            order = f"+rank, {index}.rowid"
+        else:
+            order = "rank"
         snippet = f"snippet({index}, 0, '>>>', '<<<', '...', 40)"
     elif anchors == 1:
         source = f"{BIGRAM_TABLE} g CROSS JOIN messages m ON m.id = g.message_id"
@@ -180,6 +203,14 @@ _GRAM_ROWS = text(
 )
 _GRAM_PROBE_CAP = 5_000
 
+PREFIX_TERMS = 32
+"""A prefix that stands for at most this many terms is spelled out as their ``OR``.
+
+One probe of the vocabulary per term, and an ``OR`` node per term on each
+step of the walk; past this, FTS5's own prefix query runs (it costs the same
+whatever the number of terms).
+"""
+
 
 class SearchRepository:
     """Runs the dialect's search statements; callers pass an already sanitized query.
@@ -205,14 +236,35 @@ class SearchRepository:
         """The trigram table leaves ``role = 'tool'`` rows out (the agent's v23+ layout)."""
         self.has_bigrams = not self.postgresql and layout.bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
+        self.spells_out_prefixes = bool(
+            not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
+        )
+        """``deploy*`` becomes the ``OR`` of the word index's terms under it (SQLite)."""
 
     def word_query(self, items: list[str]) -> str:
         """Sanitized query items (fts_query.query_items) in this dialect's syntax.
 
         An FTS5 MATCH expression on SQLite, a ``to_tsquery('simple', ...)``
-        text on PostgreSQL; :meth:`match` with the word index takes either.
+        text on PostgreSQL; :meth:`match` with the word index takes either. On SQLite a
+        prefix is spelled out as the terms under it where that is exact (see
+        :mod:`hermes_store.domain.prefixes`).
         """
-        return tsquery_text(items) if self.postgresql else " ".join(items)
+        if self.postgresql:
+            return tsquery_text(items)
+        if not self.spells_out_prefixes:
+            return " ".join(items)
+        return spell_out(items, self._terms_under)
+
+    def _terms_under(self, prefix: str) -> list[str] | None:
+        """The word index's terms under ``prefix``, for :func:`spell_out`.
+
+        FTS5 answers ``deploy*`` by merging the doclists of all its terms in
+        full before the first row (20-100 ms at a million messages, for each
+        statement of a search); ``("deploy" OR "deployed" OR ...)`` matches
+        the same messages and is walked lazily. bm25 then scores each term
+        on its own (a rarer form weighs more) instead of the prefix as one.
+        """
+        return terms_under(self._c, FTS_INDEX, prefix, PREFIX_TERMS)
 
     def match(
         self,
@@ -227,6 +279,8 @@ class SearchRepository:
         limit: int = 20,
         offset: int = 0,
         grams: Sequence[str] | None = None,
+        ranked: bool = True,
+        besides_words: str | None = None,
     ) -> list[dict[str, Any]]:
         """Matches best first; raises the driver's error on a query the engine rejects.
 
@@ -242,11 +296,17 @@ class SearchRepository:
         ``index=None``) bounds the substring test to the messages the CJK pair
         index holds under any of them; the caller makes sure every match is
         among those (:func:`hermes_store.domain.bigrams.branch_grams`).
+        ``ranked=False`` (SQLite, an FTS5 ``index``) returns the matches newest
+        first instead of in bm25 windows. ``besides_words`` (SQLite, an FTS5
+        ``index``) is a :meth:`word_query` whose word-index matches are left out.
         """
         filtered = (bool(sources), bool(excluded_sources), bool(roles))
         anchors = len(grams or ())
         if not self.postgresql:
-            statement = _match_statement(index, like_sql, *filtered, self._visible, anchors)
+            besides = None if besides_words is None or index is None else FTS_INDEX
+            statement = _match_statement(
+                index, like_sql, *filtered, self._visible, anchors, ranked, besides
+            )
         elif index == FTS_INDEX:
             statement = word_statement(*filtered)
         elif index is None:
@@ -254,6 +314,8 @@ class SearchRepository:
         else:
             raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
         params: dict[str, Any] = {"p_query": fts_query, "p_limit": limit, "p_offset": offset}
+        if besides_words is not None:
+            params["p_words"] = besides_words
         params.update(like_params or {})
         if sources:
             params["p_sources"] = list(sources)
@@ -262,7 +324,9 @@ class SearchRepository:
         if roles:
             params["p_roles"] = list(roles)
         params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
-        if self.postgresql or index is None:
+        if not (self.postgresql or index is None or ranked):
+            params.update(p_low=_ROWID_LOW, p_high=_ROWID_HIGH)
+        if self.postgresql or index is None or not ranked:
             return [dict(row) for row in self._c.execute(statement, params).mappings()]
         return self._windowed(statement, params, _nth_newest_statement(index))
 
@@ -375,21 +439,32 @@ class SearchRepository:
         limit, offset = filters["limit"], filters["offset"]
         end = min(offset + limit, INT64_MAX)  # a LIMIT is 64-bit, so is the page's end
         window = {**filters, "limit": end, "offset": 0}
-        words = self.match(self.word_query(items), **window)
+        word_query = self.word_query(items)
+        words = self.match(word_query, **window)
         if len(words) == end:
             return words[offset:]
         seen = {match["id"] for match in words}
-        substrings = self._substrings(items, window, allow_scan=False)
+        besides = None if self.postgresql else word_query
+        substrings = self._substrings(items, window, allow_scan=False, besides_words=besides)
         merged = words + [match for match in substrings if match["id"] not in seen]
         return merged[offset : offset + limit]
 
     def _substrings(
-        self, items: list[str], filters: dict[str, Any], *, allow_scan: bool
+        self,
+        items: list[str],
+        filters: dict[str, Any],
+        *,
+        allow_scan: bool,
+        besides_words: str | None = None,
     ) -> list[dict[str, Any]]:
         """Substring matches: FTS5 trigram or LIKE on SQLite, ILIKE on PostgreSQL.
 
         ``allow_scan=False`` keeps to what an index answers: terms of three or
         more characters (the trigram table; pg_trgm for ILIKE on PostgreSQL).
+        ``besides_words``: the trigram route leaves out the word index's
+        matches of that query (the caller has them already); at a phrase in
+        60,040 messages whose filters pass 3, reading each of those rows for
+        the filters again cost more than the trigram walk itself.
         """
         # The agent's v23+ trigram table leaves tool rows out; a search of tool
         # rows alone scans instead, as the agent's own code does.
@@ -404,7 +479,13 @@ class SearchRepository:
         if substring is None:
             return []
         if substring.fts is not None:
-            return self.match(substring.fts, index=TRIGRAM_INDEX, **filters)
+            return self.match(
+                substring.fts,
+                index=TRIGRAM_INDEX,
+                ranked=substring.ranked,
+                besides_words=besides_words,
+                **filters,
+            )
         branches = branch_grams(items) if self.has_bigrams else None
         indexed = branches is not None or (
             self.postgresql and min(map(len, substring.needles)) >= TRIGRAM
