@@ -53,11 +53,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from hermes_store.errors import StoreLockedError
 from hermes_store.uow import forking
-from hermes_store.uow.unit import UnitOfWork
+from hermes_store.uow.combined import Combinable
+from hermes_store.uow.unit import SHARED_RUN, UnitOfWork
 
 _T = TypeVar("_T")
 
@@ -67,7 +68,6 @@ MAX_HOLD_S = 0.05
 """A group takes no further call once it has held the write lock this long."""
 _STRAGGLERS_S = 0.001
 """How long a group waits for the threads the previous group answered (at most, once)."""
-_STRAGGLER_STEP_S = 0.0002
 _POLL_S = 0.05
 """How often a queued call looks whether it should lead, whatever woke it."""
 
@@ -131,6 +131,9 @@ class SharedCommits:
         self._leading = False
         self._awaited: set[int] = set()
         """Threads the last group answered that have not written again since."""
+        self._gathering = False
+        """The leader waits for them (:meth:`_take`); ``_arrival`` wakes it."""
+        self._arrival = threading.Event()
         self._changed = threading.Lock()
         forking.watch_shared(self)
         self.groups = 0
@@ -148,6 +151,8 @@ class SharedCommits:
         self._queue = deque()
         self._leading = False
         self._awaited = set()
+        self._gathering = False
+        self._arrival = threading.Event()
 
     @property
     def leading(self) -> bool:
@@ -171,7 +176,10 @@ class SharedCommits:
         call: SharedCall[_T] = SharedCall(work, patience_s, time.monotonic() + patience)
         with self._changed:
             self._queue.append(call)
-            self._awaited.discard(call.caller)
+            awaited = self._awaited
+            awaited.discard(call.caller)
+            if self._gathering and (not awaited or not isinstance(work, Combinable)):
+                self._arrival.set()  # the leader waits for no one else now
         return call
 
     def run(self, work: Callable[[UnitOfWork], _T], patience_s: float | None = None) -> _T:
@@ -236,23 +244,51 @@ class SharedCommits:
             self._queue[0].wake.set()
 
     # ------------------------------------------------------------------
-    def _take(self, count: int, started: float) -> SharedCall[Any] | None:
-        """The next queued call for this group, or None when the group is full or old."""
-        if count >= self._max_calls or (count and time.monotonic() - started >= self._max_hold_s):
-            return None
-        waited = 0.0
+    def _take(self, count: int, started: float) -> list[SharedCall[Any]]:
+        """The next calls for this group (the queue's head and those combining with it), or [].
+
+        Empty when the group is full or old. The threads the last group
+        answered are likely on their way back with their next write: while
+        some are missing (and for at most :data:`_STRAGGLERS_S` of the group)
+        the group waits for them before it takes an empty queue's nothing or
+        a combinable head alone, so that they share this commit's fsync and,
+        when they combine, its statement.
+        """
+        room = self._max_calls - count
+        if room <= 0 or (count and time.monotonic() - started >= self._max_hold_s):
+            return []
+        until = started + _STRAGGLERS_S
         while True:
             with self._changed:
-                if self._queue:
-                    call = self._queue.popleft()
-                    call.state = _State.TAKEN
-                    return call
-                # The threads the last group answered are likely on their way back with
-                # their next write: a moment's wait lets them share this commit's fsync.
-                if not self._awaited or waited >= _STRAGGLERS_S:
-                    return None
-            time.sleep(_STRAGGLER_STEP_S)
-            waited += _STRAGGLER_STEP_S
+                queue = self._queue
+                waiting = bool(self._awaited) and time.monotonic() < until
+                if queue and not (waiting and isinstance(queue[0].work, Combinable)):
+                    return self._pop(room)
+                if not queue and not waiting:
+                    return []
+                self._arrival.clear()
+                self._gathering = True
+            self._arrival.wait(max(0.0, until - time.monotonic()))
+            with self._changed:
+                self._gathering = False
+
+    def _pop(self, room: int) -> list[SharedCall[Any]]:
+        """With the mutex held: the head, and the calls right behind it that combine with it."""
+        queue = self._queue
+        head = queue.popleft()
+        head.state = _State.TAKEN
+        taken = [head]
+        work = head.work
+        if isinstance(work, Combinable):
+            run_all = work.run_all
+            while queue and len(taken) < room:
+                after = queue[0].work
+                if not (isinstance(after, Combinable) and after.run_all == run_all):
+                    break
+                call = queue.popleft()
+                call.state = _State.TAKEN
+                taken.append(call)
+        return taken
 
     def _deliver(
         self,
@@ -282,7 +318,17 @@ class SharedCommits:
         return error
 
     def _run_group(self, leader: SharedCall[Any]) -> None:
-        """Begin one write unit, run queued calls in it, commit, deliver the outcomes."""
+        """Begin one write unit, run queued calls in it, commit, deliver the outcomes.
+
+        The calls run optimistically, together inside one savepoint
+        (:data:`~hermes_store.uow.unit.SHARED_RUN`), combinable ones in one
+        go: a savepoint per call costs two statements, and FTS5 writes its
+        pending index data out as a segment at every savepoint. When one
+        fails, the run is rolled back to that savepoint and its calls are run
+        again one by one, each in its own savepoint, so that a failure undoes
+        only its own call (units may be run again: ``Store.transact`` asks
+        that of them); a single call whose failure is known is not run again.
+        """
         patience = max(0.0, leader.deadline - time.monotonic())  # what is left of the leader's
         unit = self._open_unit(patience)
         try:
@@ -293,62 +339,96 @@ class SharedCommits:
                 raise
             return
         started = time.monotonic()
-        ran: list[tuple[SharedCall[Any], Any]] = []
-        call: SharedCall[Any] | None = None
+        taken: list[SharedCall[Any]] = []
+        kept: list[tuple[SharedCall[Any], Any]] = []  # run and kept, one by one
+        run: list[tuple[SharedCall[Any], Any]] = []  # run together since SHARED_RUN
         try:
-            while (call := self._take(len(ran), started)) is not None:
-                if not ran:
-                    # First in its transaction: no savepoint needed, a failure undoes the unit.
-                    try:
-                        result = call.work(unit)
-                        unit.flush_orm()
-                    except Exception as error:
-                        self._deliver([(call, None, self._named(error))])
-                        with contextlib.suppress(Exception):  # rolled back; named above
-                            unit.__exit__(type(error), error, error.__traceback__)
-                        return  # the next group begins afresh
-                    ran.append((call, result))
-                    continue
-                unit.savepoint()
+            unit.savepoint(SHARED_RUN)
+            while batch := self._take(len(taken), started):
+                taken.extend(batch)
                 try:
-                    result = call.work(unit)
-                    unit.flush_orm()
+                    results = self._run_together(unit, batch)
                 except Exception as error:
-                    if unit.release_failed_savepoint():
-                        self._deliver([(call, None, self._named(error))])
-                        continue
-                    # The error ended the whole transaction (SQLite does that on a full
-                    # disk or an I/O error): this call failed; the others were not
-                    # acknowledged and go back to the queue, to run in the next one.
-                    self._deliver([(call, None, self._named(error))])
-                    self._requeue([c for c, _ in ran])
-                    ran = []
-                    with contextlib.suppress(Exception):
-                        unit.__exit__(type(error), error, error.__traceback__)
-                    return
-                unit.release_savepoint()
-                ran.append((call, result))
+                    if not unit.release_failed_savepoint(SHARED_RUN, keep=True):
+                        self._lose_transaction(unit, taken, batch, error)
+                        return
+                    # Again one by one: the calls that had run, then the batch (a call
+                    # alone failed with its own error, already known).
+                    again = [call for call, _ in run]
+                    if len(batch) > 1:
+                        again += batch
+                    else:
+                        self._deliver([(batch[0], None, self._named(error))])
+                    run = []
+                    for call in again:
+                        unit.savepoint()
+                        try:
+                            result = call.work(unit)
+                            unit.flush_orm()
+                        except Exception as own:
+                            if not unit.release_failed_savepoint():
+                                self._lose_transaction(unit, taken, [call], own)
+                                return
+                            self._deliver([(call, None, self._named(own))])
+                            continue
+                        unit.release_savepoint()
+                        kept.append((call, result))
+                    unit.release_savepoint(SHARED_RUN)  # what ran one by one stays
+                    unit.savepoint(SHARED_RUN)
+                    continue
+                run.extend(zip(batch, results, strict=True))
+            unit.release_savepoint(SHARED_RUN)
         except BaseException as error:
             # Not a call's failure (KeyboardInterrupt in the leader's thread, say):
             # nothing of the group is committed; the others run in the next one.
-            others = [c for c, _ in ran]
-            if call is not None and call.state is _State.TAKEN and call not in others:
-                others.append(call)
-            self._requeue([c for c in others if c is not leader])
+            self._requeue([c for c in taken if c.state is _State.TAKEN and c is not leader])
             self._withdraw(leader, error)
             with contextlib.suppress(Exception):
                 unit.__exit__(type(error), error, error.__traceback__)
             raise
+        kept += run
         self.groups += 1
-        self.calls += len(ran)
+        self.calls += len(kept)
         try:
             unit.__exit__(None, None, None)  # the one COMMIT (and fsync) of the group
         except BaseException as error:
-            self._deliver([(c, None, error) for c, _ in ran])
+            self._deliver([(c, None, error) for c, _ in kept])
             if not isinstance(error, Exception):
                 raise
             return
-        self._deliver([(c, result, None) for c, result in ran], answered=True)
+        self._deliver([(c, result, None) for c, result in kept], answered=True)
+
+    @staticmethod
+    def _run_together(unit: UnitOfWork, batch: list[SharedCall[Any]]) -> list[Any]:
+        """The batch's results: a call alone, or the combinable calls in one go."""
+        if len(batch) == 1:
+            results = [batch[0].work(unit)]
+        else:
+            head = batch[0].work
+            assert isinstance(head, Combinable)  # only combinable calls are taken together
+            payloads = [cast(Combinable[Any, Any], call.work).payload for call in batch]
+            results = head.run_all(unit, payloads)
+            if len(results) != len(batch):
+                raise RuntimeError(f"{head.run_all!r} gave {len(results)} results for {len(batch)}")
+        unit.flush_orm()
+        return results
+
+    def _lose_transaction(
+        self,
+        unit: UnitOfWork,
+        taken: list[SharedCall[Any]],
+        failed: list[SharedCall[Any]],
+        error: Exception,
+    ) -> None:
+        """The error ended the whole transaction (SQLite does that on a full disk or I/O error).
+
+        The calls that were running hear it; the others were not acknowledged
+        and go back to the queue, to run in the next transaction.
+        """
+        self._deliver([(call, None, self._named(error)) for call in failed])
+        self._requeue([c for c in taken if c.state is _State.TAKEN])
+        with contextlib.suppress(Exception):
+            unit.__exit__(type(error), error, error.__traceback__)
 
     def _withdraw(self, leader: SharedCall[Any], error: BaseException) -> None:
         """The leader's own call ends with ``error``, wherever it is (queued or taken)."""
