@@ -47,6 +47,7 @@ machinery and the retry of aborted units stay as they are).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import threading
 import time
@@ -78,6 +79,33 @@ class _State(Enum):
     DONE = "done"  # its outcome is known (committed, or failed and undone)
 
 
+class _Signal:
+    """A one-waiter wake-up: ``set`` from any thread, ``wait`` consumes it.
+
+    ``threading.Event`` builds a Condition and a lock of its own for every
+    wait; one bare lock, held while nothing is signalled, does the same for
+    a single waiter at a fraction of the CPU (it is taken and given once per
+    call of every writer). A ``set`` before the ``wait`` is not lost.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already set: nothing more to say
+            self._lock.release()
+
+    def clear(self) -> None:
+        self._lock.acquire(False)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True when it was set (and is clear again), False when ``timeout`` passed."""
+        return self._lock.acquire(timeout=-1 if timeout is None else timeout)
+
+
 class SharedCall(Generic[_T]):
     """One call's place in the queue, and its outcome once known."""
 
@@ -93,7 +121,7 @@ class SharedCall(Generic[_T]):
         self.state = _State.PENDING
         self.result: _T | None = None
         self.error: BaseException | None = None
-        self.wake = threading.Event()
+        self.wake = _Signal()
         """Set when its outcome is known, or when it may lead (only its own thread waits)."""
 
     def outcome(self) -> _T:
