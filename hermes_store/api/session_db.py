@@ -38,6 +38,39 @@ def _append_checked(uow: UnitOfWork, messages: Sequence[CheckedMessage]) -> list
     return uow.messages.append_checked(messages)
 
 
+def append_work(
+    session_id: str,
+    role: str,
+    content: str | None = None,
+    tool_name: str | None = None,
+    tool_calls: Any = None,
+    tool_call_id: str | None = None,
+    token_count: int | None = None,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_details: Any = None,
+    codex_reasoning_items: Any = None,
+) -> Combinable[CheckedMessage, int]:
+    """``append_message``'s unit of work for shared commits, its arguments checked now.
+
+    Checked where it is called (the caller's thread, or the event loop), so
+    that a group's leader only writes; groups combine these into one INSERT.
+    """
+    fields = {
+        "role": role,
+        "content": content,
+        "tool_name": tool_name,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "token_count": token_count,
+        "finish_reason": finish_reason,
+        "reasoning": reasoning,
+        "reasoning_details": reasoning_details,
+        "codex_reasoning_items": codex_reasoning_items,
+    }
+    return Combinable(_append_checked, checked_message(session_id, fields))
+
+
 class SessionDB:
     """Session storage with FTS5 search, on SQLite by default.
 
@@ -270,20 +303,20 @@ class SessionDB:
         <hermes_store.repositories.messages.MessageRepository.append_checked>`).
         """
         if self._store.shared is not None:
-            fields = {
-                "role": role,
-                "content": content,
-                "tool_name": tool_name,
-                "tool_calls": tool_calls,
-                "tool_call_id": tool_call_id,
-                "token_count": token_count,
-                "finish_reason": finish_reason,
-                "reasoning": reasoning,
-                "reasoning_details": reasoning_details,
-                "codex_reasoning_items": codex_reasoning_items,
-            }
             return self._store.transact(
-                Combinable(_append_checked, checked_message(session_id, fields))
+                append_work(
+                    session_id,
+                    role,
+                    content,
+                    tool_name,
+                    tool_calls,
+                    tool_call_id,
+                    token_count,
+                    finish_reason,
+                    reasoning,
+                    reasoning_details,
+                    codex_reasoning_items,
+                )
             )
         return self._store.transact(
             lambda uow: uow.messages.append(

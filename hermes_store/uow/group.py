@@ -54,7 +54,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from hermes_store.errors import StoreLockedError
 from hermes_store.uow import forking
@@ -106,16 +106,52 @@ class _Signal:
         return self._lock.acquire(timeout=-1 if timeout is None else timeout)
 
 
+class Inbox(Protocol):
+    """Where the outcomes of calls no thread waits for go (an event loop's: ``hermes_store.aio``).
+
+    ``post`` gets every such call of one delivery at once (one wake-up of the
+    loop per group, not one per call); ``lead`` runs the given function on a
+    thread of the inbox's own when a group must be led and no waiting thread can.
+    Neither may block: the leader calls them.
+    """
+
+    def post(self, calls: list[SharedCall[Any]]) -> None: ...
+
+    def lead(self, run: Callable[[], None]) -> None: ...
+
+
 class SharedCall(Generic[_T]):
     """One call's place in the queue, and its outcome once known."""
 
-    __slots__ = ("caller", "deadline", "error", "patience_s", "result", "state", "wake", "work")
+    __slots__ = (
+        "caller",
+        "deadline",
+        "error",
+        "inbox",
+        "patience_s",
+        "result",
+        "state",
+        "token",
+        "wake",
+        "work",
+    )
 
     def __init__(
-        self, work: Callable[[UnitOfWork], _T], patience_s: float | None, deadline: float
+        self,
+        work: Callable[[UnitOfWork], _T],
+        patience_s: float | None,
+        deadline: float,
+        caller: int | None = None,
+        inbox: Inbox | None = None,
+        token: Any = None,
     ) -> None:
         self.work = work
-        self.caller = threading.get_ident()
+        self.caller = threading.get_ident() if caller is None else caller
+        """Who made it (a thread, or a task): the next group waits for the last one's callers."""
+        self.inbox = inbox
+        """None: its thread waits (:meth:`SharedCommits.drive`); else its outcome is posted."""
+        self.token = token
+        """What the inbox needs to hand the outcome over (an asyncio future)."""
         self.patience_s = patience_s
         self.deadline = deadline
         self.state = _State.PENDING
@@ -161,6 +197,8 @@ class SharedCommits:
         """Threads the last group answered that have not written again since."""
         self._gathering = False
         """The leader waits for them (:meth:`_take`); ``_arrival`` wakes it."""
+        self._summoned = False
+        """An inbox was asked to run :meth:`lead_queued` and it has not taken the lead yet."""
         self._arrival = threading.Event()
         self._changed = threading.Lock()
         forking.watch_shared(self)
@@ -180,7 +218,18 @@ class SharedCommits:
         self._leading = False
         self._awaited = set()
         self._gathering = False
+        self._summoned = False
         self._arrival = threading.Event()
+
+    @property
+    def database(self) -> str:
+        """How errors name the database."""
+        return self._database
+
+    @property
+    def default_patience_s(self) -> float:
+        """A call's patience when it gave none."""
+        return self._default_patience_s
 
     @property
     def leading(self) -> bool:
@@ -194,21 +243,95 @@ class SharedCommits:
             return len(self._queue)
 
     # ------------------------------------------------------------------
-    def submit(self, work: Callable[[UnitOfWork], _T], patience_s: float | None) -> SharedCall[_T]:
-        """Queue ``work`` without waiting; :meth:`drive` the returned call to its outcome.
+    def submit(
+        self,
+        work: Callable[[UnitOfWork], _T],
+        patience_s: float | None,
+        *,
+        caller: int | None = None,
+        inbox: Inbox | None = None,
+        token: Any = None,
+    ) -> SharedCall[_T]:
+        """Queue ``work`` without waiting; the returned call's outcome comes later.
 
-        Calls are taken in the order they were submitted: an event loop that
-        submits on its own thread keeps its tasks' order (see :mod:`hermes_store.aio`).
+        Without an ``inbox`` the caller's thread drives the call to its
+        outcome (:meth:`drive`). With one, nobody waits: the outcome is posted to the
+        inbox, and when nobody is leading the inbox is asked to run
+        :meth:`lead_queued` (an event loop's tasks submit this way: no
+        thread is handed a call, one leads their groups). Calls are taken in
+        the order they were submitted.
         """
         patience = self._default_patience_s if patience_s is None else patience_s
-        call: SharedCall[_T] = SharedCall(work, patience_s, time.monotonic() + patience)
+        call: SharedCall[_T] = SharedCall(
+            work, patience_s, time.monotonic() + patience, caller, inbox, token
+        )
+        summon = False
         with self._changed:
             self._queue.append(call)
             awaited = self._awaited
             awaited.discard(call.caller)
             if self._gathering and (not awaited or not isinstance(work, Combinable)):
                 self._arrival.set()  # the leader waits for no one else now
+            if inbox is not None and not self._leading and not self._summoned:
+                self._summoned = summon = True
+        if summon:
+            inbox.lead(self.lead_queued)  # type: ignore[union-attr]
         return call
+
+    def withdraw(self, call: SharedCall[Any], error: BaseException) -> bool:
+        """End a call no group has taken yet with ``error``; False if one has (it runs on).
+
+        For a task cancelled, or out of patience, while its call is queued:
+        the call then never runs, so nothing of it is written.
+        """
+        with self._changed:
+            if call.state is not _State.PENDING:
+                return False
+            self._queue.remove(call)
+            call.error, call.state = error, _State.DONE
+            return True
+
+    def lead_queued(self) -> None:
+        """Lead groups while calls no thread waits for head the queue (an inbox's thread runs this).
+
+        A thread's call at the head is woken to lead instead. With the queue
+        empty it waits, once and briefly (:data:`_STRAGGLERS_S`), for the
+        callers the last group answered, whose next calls are on their way.
+        """
+        gathered = False
+        while True:
+            with self._changed:
+                head = self._queue[0] if self._queue else None
+                if self._leading or (head is None and (gathered or not self._awaited)):
+                    self._summoned = False
+                    return
+                if head is None:
+                    self._arrival.clear()
+                    self._gathering = True
+                elif head.inbox is None:
+                    self._summoned = False
+                    head.wake.set()  # a thread waits for this one: it leads
+                    return
+                else:
+                    self._summoned = False
+                    self._leading = True
+            if head is None:
+                self._arrival.wait(_STRAGGLERS_S)
+                gathered = True
+                with self._changed:
+                    if not self._leading:
+                        self._gathering = False
+                continue
+            gathered = False
+            ended = False
+            try:
+                self._run_group(head)
+                ended = True
+            finally:
+                with self._changed:
+                    self._leading = False
+                    if not ended:
+                        self._wake_head()
 
     def run(self, work: Callable[[UnitOfWork], _T], patience_s: float | None = None) -> _T:
         """``work(uow)`` in the next shared transaction, committed; what it returns.
@@ -268,8 +391,14 @@ class SharedCommits:
 
     def _wake_head(self) -> None:
         """With the mutex held and nobody leading: let the oldest queued call lead."""
-        if self._queue:
-            self._queue[0].wake.set()
+        if not self._queue:
+            return
+        head = self._queue[0]
+        if head.inbox is None:
+            head.wake.set()
+        elif not self._summoned:
+            self._summoned = True
+            head.inbox.lead(self.lead_queued)
 
     # ------------------------------------------------------------------
     def _take(self, count: int, started: float) -> list[SharedCall[Any]]:
@@ -323,12 +452,18 @@ class SharedCommits:
         outcomes: list[tuple[SharedCall[Any], Any, BaseException | None]],
         answered: bool = False,
     ) -> None:
+        posts: dict[Inbox, list[SharedCall[Any]]] = {}
         with self._changed:
             if answered:  # a group of one had no company to wait for
                 self._awaited = {c.caller for c, _, _ in outcomes} if len(outcomes) > 1 else set()
             for call, result, error in outcomes:
                 call.result, call.error, call.state = result, error, _State.DONE
-                call.wake.set()
+                if call.inbox is None:
+                    call.wake.set()
+                else:
+                    posts.setdefault(call.inbox, []).append(call)
+        for inbox, calls in posts.items():
+            inbox.post(calls)
 
     def _requeue(self, calls: list[SharedCall[Any]]) -> None:
         """Put calls whose transaction was lost back at the head, in their order."""
@@ -465,3 +600,5 @@ class SharedCommits:
                 self._queue.remove(leader)
             leader.error, leader.state = error, _State.DONE
             leader.wake.set()
+        if leader.inbox is not None:
+            leader.inbox.post([leader])
