@@ -297,12 +297,13 @@ class SessionDB:
     ) -> int:
         """Append one message and bump the session's counters; returns the message id.
 
-        With shared commits the message is checked here, on the caller's
-        thread, and the group writes it together with the other callers'
-        appends (:meth:`MessageRepository.append_checked
+        With shared commits and other writers about, the message is checked
+        here, on the caller's thread, and the group writes it together with
+        the other callers' appends (:meth:`MessageRepository.append_checked
         <hermes_store.repositories.messages.MessageRepository.append_checked>`).
         """
-        if self._store.shared is not None:
+        shared = self._store.shared
+        if shared is not None and shared.has_company:
             return self._store.transact(
                 append_work(
                     session_id,

@@ -232,6 +232,16 @@ class SharedCommits:
         return self._default_patience_s
 
     @property
+    def has_company(self) -> bool:
+        """A hint, read without the mutex: will a call made now likely share a transaction?
+
+        True while a group runs or calls are queued, or the last group's
+        callers have not written again. A writer alone (False) may skip what
+        only sharing needs; either way its call is run correctly.
+        """
+        return self._leading or bool(self._queue) or bool(self._awaited)
+
+    @property
     def leading(self) -> bool:
         """A thread is running a group (or waiting for the lock to begin one)."""
         return self._leading
