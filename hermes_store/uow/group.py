@@ -13,9 +13,12 @@ a store opened with ``shared_commits=True``):
 * it joins a FIFO queue; if no thread is leading, it leads;
 * the leader begins one write unit (``BEGIN IMMEDIATE`` within its patience,
   the ordinary rules: other processes see one writer, as before), then runs
-  the queued calls in order, each inside its own ``SAVEPOINT`` -- a call that
-  fails is rolled back to its savepoint and hears its own error, the others
-  are untouched -- and commits once;
+  the queued calls in order, together inside one ``SAVEPOINT`` and, where
+  they are :class:`~hermes_store.uow.combined.Combinable` (``SessionDB``'s
+  appends), several in one go; when a call fails, the group rolls back to
+  that savepoint and runs those calls again one by one, each in a savepoint
+  of its own -- the failing call is undone and hears its own error, the
+  others are untouched -- and commits once;
 * every call returns only after the transaction holding it committed at the
   store's durability; a failed commit fails every call it held (nothing of
   them was written);
@@ -36,6 +39,12 @@ for the lock waits for one bounded group, as it would for one long write.
 A queued call that is still waiting when its own patience runs out (the
 leader is waiting for another process's lock) leaves the queue and raises
 :class:`~hermes_store.errors.StoreLockedError`, having written nothing.
+
+Calls queued from an event loop (:mod:`hermes_store.aio.shared`) have no
+thread waiting for them: their outcomes are posted to the loop's
+:class:`Inbox`, one post per group, and when such a call heads the queue
+with nobody leading, the inbox runs :meth:`SharedCommits.lead_queued` on a
+worker thread of its own.
 
 A call's work runs on the leader's thread, in the leader's unit of work.
 It must therefore do only its unit's work (as ``Store.transact`` already
