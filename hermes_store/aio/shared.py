@@ -18,6 +18,7 @@ process's lock) raises ``StoreLockedError``, nothing written.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,13 +32,27 @@ _T = TypeVar("_T")
 
 
 class _LoopInbox:
-    """Outcomes for one loop, posted once per group; leaders run on the object's pool."""
+    """One loop's calls: outcomes posted once per group, patience watched, leaders on the pool.
 
-    __slots__ = ("_loop", "_pool")
+    Patience: one timer per loop, set for the earliest deadline among its
+    unanswered calls (rather than a timer per call, which cost each append
+    a heap push and a cancel on the loop). A call still queued at its
+    deadline is withdrawn with ``StoreLockedError``; one a group has taken
+    is left to its group.
+    """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor) -> None:
+    __slots__ = ("_loop", "_pool", "_shared", "_timer", "_timer_at", "calls")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, shared: SharedCommits
+    ) -> None:
         self._loop = loop
         self._pool = pool
+        self._shared = shared
+        self.calls: dict[asyncio.Future[Any], SharedCall[Any]] = {}
+        """Every call of this loop not yet answered, by its future."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
 
     def post(self, calls: list[SharedCall[Any]]) -> None:
         self._loop.call_soon_threadsafe(_settle, calls)
@@ -45,12 +60,48 @@ class _LoopInbox:
     def lead(self, run: Callable[[], None]) -> None:
         self._pool.submit(run)
 
+    def watch(self, future: asyncio.Future[Any], call: SharedCall[Any]) -> None:
+        """On the loop: keep ``call`` until its future is done; mind its deadline."""
+        self.calls[future] = call
+        future.add_done_callback(self._ended)
+        if call.deadline < self._timer_at:
+            self._arm(call.deadline)
+
+    def _ended(self, future: asyncio.Future[Any]) -> None:
+        del self.calls[future]
+        if not future.cancelled():
+            future.exception()  # seen: a cancelled task's error is not "never retrieved"
+
+    def _arm(self, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_later(max(0.0, deadline - time.monotonic()), self._check)
+
+    def _check(self) -> None:
+        """At the earliest deadline: withdraw the calls out of patience, watch the rest."""
+        self._timer, self._timer_at = None, math.inf
+        now = time.monotonic()
+        earliest = math.inf
+        shared = self._shared
+        for future, call in list(self.calls.items()):
+            if call.deadline > now:
+                earliest = min(earliest, call.deadline)
+                continue
+            patience = call.patience_s
+            error = StoreLockedError(
+                shared.database, shared.default_patience_s if patience is None else patience, 0
+            )
+            if shared.withdraw(call, error) and not future.done():
+                future.set_exception(error)
+        if earliest < math.inf:
+            self._arm(earliest)
+
 
 def _settle(calls: list[SharedCall[Any]]) -> None:
     """On the loop: each call's future gets its outcome (unless its task gave up on it)."""
     for call in calls:
-        future, timer = call.token
-        timer.cancel()
+        future = call.token
         if future.done():
             continue
         if call.error is not None:
@@ -66,7 +117,6 @@ class LoopWrites:
         self._shared = shared
         self._pool = pool
         self._inboxes: dict[asyncio.AbstractEventLoop, _LoopInbox] = {}
-        self._running: set[asyncio.Future[Any]] = set()
 
     def start(
         self, work: Callable[[UnitOfWork], _T], patience_s: float | None
@@ -75,43 +125,22 @@ class LoopWrites:
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
-            inbox = self._inboxes[loop] = _LoopInbox(loop, self._pool)
+            inbox = self._inboxes[loop] = _LoopInbox(loop, self._pool, self._shared)
         future: asyncio.Future[_T] = loop.create_future()
-        token: list[Any] = [future, None]
         shared = self._shared
         call = shared.submit(
-            work, patience_s, caller=id(asyncio.current_task()), inbox=inbox, token=token
+            work, patience_s, caller=id(asyncio.current_task()), inbox=inbox, token=future
         )
-        token[1] = loop.call_later(
-            max(0.0, call.deadline - time.monotonic()), self._expire, call, future
-        )
-        self._running.add(future)
-        future.add_done_callback(self._ended)
+        inbox.watch(future, call)
 
         def withdraw() -> None:
             if shared.withdraw(call, asyncio.CancelledError()):
-                token[1].cancel()
                 future.cancel()
 
         return future, withdraw
 
-    def _ended(self, future: asyncio.Future[Any]) -> None:
-        self._running.discard(future)
-        if not future.cancelled():
-            future.exception()  # seen: a cancelled task's error is not "never retrieved"
-
-    def _expire(self, call: SharedCall[Any], future: asyncio.Future[Any]) -> None:
-        """Still queued at the end of its patience: withdrawn, StoreLockedError, nothing written."""
-        patience = call.patience_s
-        error = StoreLockedError(
-            self._shared.database,
-            self._shared.default_patience_s if patience is None else patience,
-            0,
-        )
-        if self._shared.withdraw(call, error) and not future.done():
-            future.set_exception(error)
-
     async def drain(self) -> None:
-        """Wait for every write already queued or running (before the pool is shut down)."""
-        while self._running:
-            await asyncio.wait(list(self._running))
+        """Wait for this loop's writes already queued or running (before the pool is shut down)."""
+        inbox = self._inboxes.get(asyncio.get_running_loop())
+        while inbox is not None and inbox.calls:
+            await asyncio.wait(list(inbox.calls))
