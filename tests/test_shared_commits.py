@@ -249,7 +249,8 @@ def test_a_constraint_error_among_combined_appends_undoes_only_its_call(db_path:
     )
     assert isinstance(outcomes[2], Exception) and "poisoned message" in str(outcomes[2])
     assert [isinstance(outcomes[n], int) for n in (0, 1, 3, 4)] == [True] * 4
-    assert shared.groups - groups == 2  # still one group for all five
+    # The blocker's group, then the five's (the try that failed committed nothing, uncounted).
+    assert shared.groups - groups == 2
     assert _counts(db_path, "a") == (2, 2, ["kept 1", "kept 4"])
     assert _counts(db_path, "b") == (2, 2, ["kept 2", "kept 3"])
     # Ids, counters and both FTS indexes agree with the rows.
@@ -289,7 +290,7 @@ def test_a_failure_after_calls_ran_together_reruns_them_and_goes_on(db_path: Pat
     counter, real, contents = _counts(db_path, "a")
     assert counter == real == 2 and sorted(contents) == ["one", "three"]
     # Whichever was queued first: a call that ran before the poisoned one ran twice
-    # (together, then alone); the poisoned one ran once; nothing ran more than twice.
+    # (rolled back with it, then in the next transaction); the poisoned one ran once.
     assert ran.count("poison") == 1
     assert all(ran.count(name) in (1, 2) for name in ("one", "three"))
     db.close()

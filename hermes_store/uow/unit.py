@@ -61,10 +61,7 @@ from hermes_store.uow.failures import Failures
 from hermes_store.uow.orm import UnitSession, open_unit_session
 
 _UNSET = object()
-SHARED_CALL = "hermes_shared_call"
-"""The savepoint one call of a shared transaction runs in when it must be undone alone."""
-SHARED_RUN = "hermes_shared_run"
-"""The savepoint a group's calls run in together until one of them fails."""
+_SHARED_SAVEPOINT = "hermes_shared_call"
 
 
 class UnitOfWork:
@@ -361,18 +358,17 @@ class UnitOfWork:
         finally:
             _close_quietly(orm)
 
-    def savepoint(self, name: str = SHARED_CALL) -> None:
-        """Open a savepoint of shared commits: one call's, or a group's optimistic run's."""
-        self._driver_statement(f"SAVEPOINT {name}")
+    def savepoint(self) -> None:
+        """Open the savepoint one call of a shared transaction runs in."""
+        self._driver_statement(f"SAVEPOINT {_SHARED_SAVEPOINT}")
 
-    def release_savepoint(self, name: str = SHARED_CALL) -> None:
-        """Keep what was done since the savepoint: it merges into the enclosing one."""
-        self._driver_statement(f"RELEASE {name}")
+    def release_savepoint(self) -> None:
+        """Keep what the call did: its savepoint merges into the transaction."""
+        self._driver_statement(f"RELEASE {_SHARED_SAVEPOINT}")
 
-    def release_failed_savepoint(self, name: str = SHARED_CALL, *, keep: bool = False) -> bool:
-        """Undo what failed since the savepoint; False if the transaction is gone.
+    def release_failed_savepoint(self) -> bool:
+        """Undo the call that failed inside its savepoint; False if the transaction is gone.
 
-        ``keep`` leaves the savepoint open (empty again) for more work inside it.
         SQLite ends the whole transaction on some errors (a full disk, an I/O
         error): then there is no savepoint left to roll back to, and nothing
         of the transaction will commit.
@@ -387,9 +383,8 @@ class UnitOfWork:
         if driver is None or not driver.in_transaction:
             return False
         try:
-            driver.execute(f"ROLLBACK TO {name}")
-            if not keep:
-                driver.execute(f"RELEASE {name}")
+            driver.execute(f"ROLLBACK TO {_SHARED_SAVEPOINT}")
+            driver.execute(f"RELEASE {_SHARED_SAVEPOINT}")
         except sqlite3.Error:
             return False
         return driver.in_transaction
