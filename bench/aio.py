@@ -1,4 +1,4 @@
-"""``python -m bench.aio [--appends N] [--reps R] [--json FILE]`` (= ``python -m bench --aio``)
+"""``python -m bench.aio [--appends N] [--reps R] [--only SECTION] [--json FILE]`` (``--aio``)
 
 The rows of issue #20, each against its yardstick in the same run, on the
 repository's disk (bench/.work/):
@@ -47,6 +47,7 @@ WORK = Path(__file__).resolve().parent / ".work"
 HOLDER = REPO_ROOT / "tests" / "lock_holder.py"
 WRITERS = 8
 VARIANTS = ("plain", "threads", "tasks", "threads-unshared")
+SECTIONS = ("stall", "appenders", "single", "aiosqlite")
 _STRACE_ROW = r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync"
 """A row of ``strace -c``'s table for fsync or fdatasync: its calls column."""
 
@@ -383,20 +384,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=100, help="appends per writer")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument(
+        "--only",
+        choices=SECTIONS,
+        action="append",
+        help="run only this section (repeatable); every section by default",
+    )
     args = parser.parse_args(args_in)
+    only = set(args.only or SECTIONS)
     work = WORK / f"aio-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     try:
         print(f"hermes_store asyncio/shared-commit benchmark; load average {load_average()}")
-        log("  loop stall ...")
-        stalls = stall(work, max(2, args.reps - 1))
-        log("  8 appenders ...")
-        eight = appenders(work, args.appends, args.reps)
-        log("  single writer ...")
-        one = single(work, args.appends, max(6, args.reps * 2))
-        log("  worker thread vs aiosqlite ...")
-        versus = versus_aiosqlite(work, 300)
+        stalls = eight = one = versus = None
+        if "stall" in only:
+            log("  loop stall ...")
+            stalls = stall(work, max(2, args.reps - 1))
+        if "appenders" in only:
+            log("  8 appenders ...")
+            eight = appenders(work, args.appends, args.reps)
+        if "single" in only:
+            log("  single writer ...")
+            one = single(work, args.appends, max(6, args.reps * 2))
+        if "aiosqlite" in only:
+            log("  worker thread vs aiosqlite ...")
+            versus = versus_aiosqlite(work, 300)
         report(stalls, eight, one, versus)
+        if "aiosqlite" in only and versus is None:
+            print("\n(aiosqlite not installed: the row against SQLAlchemy's asyncio is skipped)")
         print(f"load average at the end: {load_average()}")
         if args.json:
             Path(args.json).write_text(
@@ -412,11 +427,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(
-    stalls: dict[str, Any],
-    eight: dict[str, Any],
-    one: dict[str, Any],
+    stalls: dict[str, Any] | None,
+    eight: dict[str, Any] | None,
+    one: dict[str, Any] | None,
     versus: dict[str, Any] | None,
 ) -> None:
+    if stalls is not None:
+        report_stalls(stalls)
+    if eight is not None:
+        report_appenders(eight)
+    if one is not None:
+        report_single(one)
+    if versus is not None:
+        report_versus(versus)
+
+
+def report_stalls(stalls: dict[str, Any]) -> None:
     print(
         "\nLoop stall while another process holds the write lock 2 s (1 ms ticker; target <= 5 ms)"
     )
@@ -433,6 +459,9 @@ def report(
             f"{how:<24} {runs[0]['waited_s']:>7.2f}s {gaps + ' ms':>16} {p99:>7.1f}ms "
             f"{runs[0]['ticks']:>6}  {verdict}"
         )
+
+
+def report_appenders(eight: dict[str, Any]) -> None:
     print(f"\n{WRITERS} concurrent appenders, durability=full (target >= 3.0x plain)")
     print(
         f"{'variant':<34} {'appends/s':>10} {'x plain':>8} {'appends/txn':>12} "
@@ -456,6 +485,9 @@ def report(
             f"{'-' if fsync is None else f'{fsync:.2f}':>14} "
             f"{eight['cpu_per_append_s'][variant] * 1e6:>8.0f} us  {verdict}"
         )
+
+
+def report_single(one: dict[str, Any]) -> None:
     print("\nSingle writer: shared commits on vs off (today's append_message), target <= 1.05x")
     per = one["per_append_s"]
     paired = one["paired_ratios"]
@@ -465,9 +497,9 @@ def report(
         f"{one['cpu_per_append_s']['off'] * 1e6:.0f} vs {one['cpu_per_append_s']['on'] * 1e6:.0f}"
         f" us, {one['cpu_ratio']:.3f}x)  " + ("PASS" if one["ratio"] <= 1.05 else "MISS")
     )
-    if versus is None:
-        print("\n(aiosqlite not installed: the worker-thread vs SQLAlchemy asyncio row is skipped)")
-        return
+
+
+def report_versus(versus: dict[str, Any]) -> None:
     print("\nPer call, durability=normal: our worker thread vs SQLAlchemy asyncio + aiosqlite")
     for name, row in versus.items():
         print(

@@ -14,6 +14,7 @@ and Chinese), the file's FTS indexes whole (``integrity-check`` with
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -501,3 +502,36 @@ def test_check_names_a_cjk_index_it_cannot_load_instead_of_failing(tmp_path: Pat
         report = check(store)
     assert report.ok
     assert "cjk_unicode61" in report.unchecked_fts["messages_fts_cjk"]
+
+
+@pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
+def test_shared_commits_combine_appends_on_a_file_the_agent_made(
+    tmp_path: Path, version: int
+) -> None:
+    """Concurrent appends written in one multi-row INSERT follow the agent's layout too."""
+    path = build_upstream_db(tmp_path / "state.db", version)
+    before = _state(path)
+    with SessionDB(path, shared_commits=True) as db:
+        db.create_session("ours", "cli")
+        shared = db.store.shared
+        assert shared is not None
+        calls_before, groups_before = shared.calls, shared.groups
+
+        def write(n: int) -> None:
+            for k in range(5):
+                target = "ours" if n % 2 else "up_other"
+                db.append_message(target, "user", f"zeppelin {n}:{k} 服务端", tool_calls=[{"n": n}])
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert shared.calls - calls_before == 30
+        assert shared.groups - groups_before < 30  # some of them shared a transaction
+        assert len({h["id"] for h in db.search_messages("zeppelin", limit=50)}) == 30
+    assert _state(path) == before
+    _assert_sound(path)
+    ours = set(_message_ids(path, "ours"))
+    assert {m["id"] for m in upstream_get_messages(path, version, "ours")} == ours
+    assert len(ours) == 15

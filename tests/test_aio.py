@@ -20,7 +20,12 @@ import pytest
 
 from hermes_store import SessionDB, Store
 from hermes_store.aio import AsyncSessionDB, AsyncStore
-from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
+from hermes_store.errors import (
+    InvalidInputError,
+    SessionNotFoundError,
+    StoreLockedError,
+    TitleConflictError,
+)
 from hermes_store.uow.unit import UnitOfWork
 
 from .conftest import ManualClock
@@ -335,3 +340,88 @@ def test_async_store_units(store_url: str) -> None:
             assert threads.startswith("hermes-store-aio")
 
     asyncio.run(main())
+
+
+@pytest.mark.sqlite_only("another process holding SQLite's write lock")
+def test_a_write_cancelled_while_queued_is_withdrawn(db_path: Path) -> None:
+    """Queued on the loop behind a group waiting for the lock: cancelled, it never runs."""
+
+    async def main() -> tuple[Any, Any]:
+        db = await AsyncSessionDB.open(db_path)
+        await db.create_session("s", "cli")
+        await db.create_session("t", "cli")
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, str(HOLDER), str(db_path), "1", stdout=subprocess.PIPE
+        )
+        assert holder.stdout is not None
+        assert (await holder.stdout.readline()).strip() == b"locked"
+        first = asyncio.create_task(db.append_message("s", "user", "kept"))
+        await asyncio.sleep(0.1)  # its group's leader now waits for the lock
+        second = asyncio.create_task(db.append_message("t", "user", "withdrawn"))
+        await asyncio.sleep(0.1)
+        second.cancel()
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        await holder.wait()
+        await db.close()
+        return results[0], results[1]
+
+    kept, withdrawn = asyncio.run(main())
+    assert isinstance(kept, int) and isinstance(withdrawn, asyncio.CancelledError)
+    assert _messages(db_path, "s") == (1, ["kept"])
+    assert _messages(db_path, "t") == (0, [])
+
+
+@pytest.mark.sqlite_only("another process holding SQLite's write lock")
+def test_a_queued_write_out_of_patience_writes_nothing(db_path: Path) -> None:
+    async def main() -> tuple[Any, Any]:
+        astore = await AsyncStore.open(db_path)
+        await astore.transact(lambda uow: uow.sessions.create("s", "cli"))
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, str(HOLDER), str(db_path), "1.5", stdout=subprocess.PIPE
+        )
+        assert holder.stdout is not None
+        assert (await holder.stdout.readline()).strip() == b"locked"
+        patient = asyncio.create_task(
+            astore.transact(lambda uow: uow.messages.append("s", "user", "patient"))
+        )
+        await asyncio.sleep(0.1)
+        impatient = astore.transact(
+            lambda uow: uow.messages.append("s", "user", "impatient"), patience_s=0.2
+        )
+        results = await asyncio.gather(patient, impatient, return_exceptions=True)
+        await holder.wait()
+        await astore.close()
+        return results[0], results[1]
+
+    patient, impatient = asyncio.run(main())
+    assert isinstance(patient, int)
+    assert isinstance(impatient, StoreLockedError)
+    assert _messages(db_path, "s") == (1, ["patient"])
+
+
+@pytest.mark.sqlite_only("SQLite file checked with plain sqlite3")
+def test_concurrent_tasks_appends_fail_alone(db_path: Path) -> None:
+    """Eight tasks' appends share groups; the one naming no session fails, the rest are kept."""
+
+    async def main() -> list[Any]:
+        async with await AsyncSessionDB.open(db_path) as db:
+            for n in range(8):
+                await db.create_session(f"w{n}", "cli")
+
+            async def writer(n: int) -> list[Any]:
+                out: list[Any] = []
+                for k in range(10):
+                    target = "missing" if (n, k) == (3, 5) else f"w{n}"
+                    try:
+                        out.append(await db.append_message(target, "user", f"{n}:{k}"))
+                    except SessionNotFoundError as error:
+                        out.append(error)
+                return out
+
+            return await asyncio.gather(*(writer(n) for n in range(8)))
+
+    outcomes = asyncio.run(main())
+    assert isinstance(outcomes[3][5], SessionNotFoundError)
+    for n in range(8):
+        expected = [f"{n}:{k}" for k in range(10) if (n, k) != (3, 5)]
+        assert _messages(db_path, f"w{n}") == (len(expected), expected)

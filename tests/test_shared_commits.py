@@ -189,6 +189,113 @@ def test_a_database_error_inside_a_group_undoes_only_its_call(db_path: Path) -> 
     db.close()
 
 
+def _poison(path: Path) -> None:
+    """A trigger of the file's own that refuses one content: a real constraint error of SQLite's."""
+    raw = sqlite3.connect(path)
+    raw.execute(
+        "CREATE TRIGGER test_poison BEFORE INSERT ON messages WHEN new.content = 'poison' "
+        "BEGIN SELECT RAISE(ABORT, 'poisoned message refused'); END"
+    )
+    raw.commit()
+    raw.close()
+
+
+def test_appends_of_a_group_are_written_together_with_exact_counters(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    db.create_session("b", "cli")
+    shared = _shared(db.store)
+    groups = shared.groups
+    calls = [
+        lambda n=n: db.append_message(
+            "a" if n % 3 else "b", "assistant", f"m{n}", tool_calls=[{"id": n}] * (n % 3)
+        )
+        for n in range(9)
+    ]
+    outcomes = _grouped_behind_a_blocker(db.store, calls)
+    assert shared.groups - groups == 2  # the blocker's, then the nine appends in one
+    raw = sqlite3.connect(db_path)
+    stored = dict(raw.execute("SELECT id, content FROM messages"))
+    assert [stored[message_id] for message_id in outcomes] == [f"m{n}" for n in range(9)]
+    counters = dict(
+        (sid, (messages, tools))
+        for sid, messages, tools in raw.execute(
+            "SELECT id, message_count, tool_call_count FROM sessions WHERE id IN ('a', 'b')"
+        )
+    )
+    raw.close()
+    assert counters == {"a": (6, 9), "b": (3, 0)}
+    assert db.search_messages("m4")[0]["id"] == outcomes[4]  # the FTS index has them too
+    db.close()
+
+
+def test_a_constraint_error_among_combined_appends_undoes_only_its_call(db_path: Path) -> None:
+    """The group's one INSERT fails: the appends run again one by one, only the culprit fails."""
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    db.create_session("b", "cli")
+    _poison(db_path)
+    shared = _shared(db.store)
+    groups = shared.groups
+    outcomes = _grouped_behind_a_blocker(
+        db.store,
+        [
+            lambda: db.append_message("a", "user", "kept 1"),
+            lambda: db.append_message("b", "user", "kept 2"),
+            lambda: db.append_message("a", "user", "poison"),
+            lambda: db.append_message("b", "user", "kept 3"),
+            lambda: db.append_message("a", "user", "kept 4"),
+        ],
+    )
+    assert isinstance(outcomes[2], Exception) and "poisoned message" in str(outcomes[2])
+    assert [isinstance(outcomes[n], int) for n in (0, 1, 3, 4)] == [True] * 4
+    # The blocker's group, then the five's (the try that failed committed nothing, uncounted).
+    assert shared.groups - groups == 2
+    assert _counts(db_path, "a") == (2, 2, ["kept 1", "kept 4"])
+    assert _counts(db_path, "b") == (2, 2, ["kept 2", "kept 3"])
+    # Ids, counters and both FTS indexes agree with the rows.
+    raw = sqlite3.connect(db_path)
+    for table in ("messages_fts", "messages_fts_trigram"):
+        raw.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+    raw.close()
+    assert [hit["content"] for hit in db.search_messages("poison")] == []
+    db.close()
+
+
+def test_a_failure_after_calls_ran_together_reruns_them_and_goes_on(db_path: Path) -> None:
+    """A call fails in the middle: those before it run again alone, those after it as usual."""
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    _poison(db_path)
+    store = db.store
+    ran: list[str] = []
+
+    def counted(name: str) -> Callable[[UnitOfWork], int]:
+        def work(uow: UnitOfWork) -> int:
+            ran.append(name)
+            return uow.messages.append("a", "user", name)
+
+        return work
+
+    outcomes = _grouped_behind_a_blocker(
+        store,
+        [
+            lambda: store.transact(counted("one")),
+            lambda: store.transact(counted("poison")),
+            lambda: store.transact(counted("three")),
+        ],
+    )
+    assert isinstance(outcomes[0], int) and isinstance(outcomes[2], int)
+    assert "poisoned message" in str(outcomes[1])
+    counter, real, contents = _counts(db_path, "a")
+    assert counter == real == 2 and sorted(contents) == ["one", "three"]
+    # Whichever was queued first: a call that ran before the poisoned one ran twice
+    # (rolled back with it, then in the next transaction); the poisoned one ran once.
+    assert ran.count("poison") == 1
+    assert all(ran.count(name) in (1, 2) for name in ("one", "three"))
+    db.close()
+
+
 def test_a_child_forked_while_a_call_leads_writes_on_its_own(db_path: Path) -> None:
     """The parent's leader and queue stay in the parent: the child's writes are not stuck.
 

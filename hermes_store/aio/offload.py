@@ -59,6 +59,27 @@ class Offloader:
         the next call with the key waits for it still.
         """
         loop = asyncio.get_running_loop()
+
+        def start() -> tuple[asyncio.Future[_T], None]:
+            inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+            inner.add_done_callback(_retrieve)
+            return inner, None
+
+        return await self.in_turn(key, start)
+
+    async def in_turn(
+        self,
+        key: str,
+        start: Callable[[], tuple[asyncio.Future[_T], Callable[[], None] | None]],
+    ) -> _T:
+        """``start()`` once the previous call with ``key`` has ended; the outcome of its future.
+
+        ``start`` gives the future of a call that runs elsewhere and, if the
+        call can still be taken back before it runs, a function doing that: a
+        task cancelled then withdraws it (it writes nothing); otherwise the
+        call runs on to its end, and the next call with the key waits for it.
+        """
+        loop = asyncio.get_running_loop()
         previous = self._tails.get(key)
         mine: asyncio.Future[None] = loop.create_future()
         self._tails[key] = mine
@@ -73,17 +94,26 @@ class Offloader:
         try:
             if previous is not None and not previous.done():
                 await asyncio.shield(previous)
-            inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+            inner, withdraw = start()
             started = True
-            inner.add_done_callback(_retrieve)
             inner.add_done_callback(release)
-            return await asyncio.shield(inner)
+            try:
+                return await asyncio.shield(inner)
+            except asyncio.CancelledError:
+                if withdraw is not None and not inner.done():
+                    withdraw()
+                raise
         finally:
             if not started:
                 if previous is None or previous.done():
                     release()
                 else:  # our turn passes to the next caller when the previous one ends
                     previous.add_done_callback(release)
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The worker threads (a leader of shared commits runs on one of them)."""
+        return self._pool
 
     def shutdown(self) -> None:
         """Stop the workers once the calls already handed to them have ended."""

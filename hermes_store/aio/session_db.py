@@ -23,7 +23,8 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
 from hermes_store.aio.offload import Offloader
-from hermes_store.api.session_db import SessionDB
+from hermes_store.aio.shared import LoopWrites
+from hermes_store.api.session_db import SessionDB, append_work
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
@@ -78,6 +79,9 @@ class AsyncSessionDB:
             )
         self.db_path = self._db.db_path
         self._offload = Offloader(max_workers)
+        shared = self._db.store.shared
+        self._writes = None if shared is None else LoopWrites(shared, self._offload.pool)
+        """Shared-commit writes queued from the loop (:mod:`hermes_store.aio.shared`)."""
 
     @classmethod
     async def open(
@@ -108,6 +112,8 @@ class AsyncSessionDB:
 
     async def close(self) -> None:
         """Let running calls end, stop the workers, release the connections (as ``close``)."""
+        if self._writes is not None:
+            await self._writes.drain()
         await asyncio.to_thread(self._offload.shutdown)
         await asyncio.to_thread(self._db.close)
 
@@ -237,6 +243,22 @@ class AsyncSessionDB:
         codex_reasoning_items: Any = None,
     ) -> int:
         """See :meth:`SessionDB.append_message`."""
+        writes = self._writes
+        if writes is not None:  # checked here, queued from the loop: no thread per call
+            work = append_work(
+                session_id,
+                role,
+                content,
+                tool_name,
+                tool_calls,
+                tool_call_id,
+                token_count,
+                finish_reason,
+                reasoning,
+                reasoning_details,
+                codex_reasoning_items,
+            )
+            return await self._offload.in_turn(session_id, lambda: writes.start(work, None))
         return await self._write(
             self._db.append_message,
             session_id,

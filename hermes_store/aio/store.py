@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import URL
 
 from hermes_store.aio.offload import Offloader
+from hermes_store.aio.shared import LoopWrites
 from hermes_store.domain.arguments import number_arg
 from hermes_store.errors import InvalidInputError
 from hermes_store.uow.store import Store
@@ -49,6 +50,8 @@ class AsyncStore:
             raise InvalidInputError(f"store must be a Store, got {type(store).__name__}")
         self._store = store
         self._offload = Offloader(max_workers)
+        shared = store.shared
+        self._writes = None if shared is None else LoopWrites(shared, self._offload.pool)
 
     @classmethod
     async def open(
@@ -84,8 +87,14 @@ class AsyncStore:
             return await self._offload.call(store.transact, work, patience_s=patience_s)
         if patience_s is not None:
             patience_s = number_arg("patience_s", patience_s, minimum=0.0)
-        call = shared.submit(work, patience_s)  # queued now: the order of the awaits
-        return await self._offload.call(shared.drive, call)
+        assert self._writes is not None  # made with the store's shared commits
+        future, withdraw = self._writes.start(work, patience_s)  # queued now: the awaits' order
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if not future.done():
+                withdraw()  # nothing written if no group took it yet; else it runs on
+            raise
 
     async def read(self, work: Callable[[UnitOfWork], _T]) -> _T:
         """``work(uow)`` in one read unit (one snapshot, no lock) on a worker thread."""
@@ -102,6 +111,8 @@ class AsyncStore:
 
     async def close(self) -> None:
         """Let running calls end, stop the workers, release the store's connections."""
+        if self._writes is not None:
+            await self._writes.drain()
         await asyncio.to_thread(self._offload.shutdown)
         await asyncio.to_thread(self._store.close)
 

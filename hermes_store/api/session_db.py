@@ -20,15 +20,55 @@ from typing import Any
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import text_arg
-from hermes_store.domain.messages import JSON_FIELDS
+from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
 from hermes_store.domain.query_syntax import sanitize_fts5_query
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.errors import InvalidInputError
+from hermes_store.uow.combined import Combinable
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
+from hermes_store.uow.unit import UnitOfWork
 
 SECONDS_PER_DAY = 86400.0
 JSON_MESSAGE_FIELDS = JSON_FIELDS
+
+
+def _append_checked(uow: UnitOfWork, messages: Sequence[CheckedMessage]) -> list[int]:
+    """What the appends of one shared transaction run as: one statement for all of them."""
+    return uow.messages.append_checked(messages)
+
+
+def append_work(
+    session_id: str,
+    role: str,
+    content: str | None = None,
+    tool_name: str | None = None,
+    tool_calls: Any = None,
+    tool_call_id: str | None = None,
+    token_count: int | None = None,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_details: Any = None,
+    codex_reasoning_items: Any = None,
+) -> Combinable[CheckedMessage, int]:
+    """``append_message``'s unit of work for shared commits, its arguments checked now.
+
+    Checked where it is called (the caller's thread, or the event loop), so
+    that a group's leader only writes; groups combine these into one INSERT.
+    """
+    fields = {
+        "role": role,
+        "content": content,
+        "tool_name": tool_name,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "token_count": token_count,
+        "finish_reason": finish_reason,
+        "reasoning": reasoning,
+        "reasoning_details": reasoning_details,
+        "codex_reasoning_items": codex_reasoning_items,
+    }
+    return Combinable(_append_checked, checked_message(session_id, fields))
 
 
 class SessionDB:
@@ -255,7 +295,30 @@ class SessionDB:
         reasoning_details: Any = None,
         codex_reasoning_items: Any = None,
     ) -> int:
-        """Append one message and bump the session's counters; returns the message id."""
+        """Append one message and bump the session's counters; returns the message id.
+
+        With shared commits and other writers about, the message is checked
+        here, on the caller's thread, and the group writes it together with
+        the other callers' appends (:meth:`MessageRepository.append_checked
+        <hermes_store.repositories.messages.MessageRepository.append_checked>`).
+        """
+        shared = self._store.shared
+        if shared is not None and shared.has_company:
+            return self._store.transact(
+                append_work(
+                    session_id,
+                    role,
+                    content,
+                    tool_name,
+                    tool_calls,
+                    tool_call_id,
+                    token_count,
+                    finish_reason,
+                    reasoning,
+                    reasoning_details,
+                    codex_reasoning_items,
+                )
+            )
         return self._store.transact(
             lambda uow: uow.messages.append(
                 session_id,

@@ -11,6 +11,7 @@ session's counter (a list counts its items, anything else one).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hermes_store.domain.arguments import (
@@ -81,6 +82,28 @@ def message_row(
         value = get(name)
         row[name] = json_arg(field_name(index, name), value) if value else None
     return row
+
+
+@dataclass(slots=True)
+class CheckedMessage:
+    """One message checked before its unit of work runs: its row (time still to stamp), its calls.
+
+    With shared commits an append is checked on its caller's thread, while
+    another group's commit is being flushed, and only written by the group's
+    leader (see :meth:`MessageRepository.append_checked
+    <hermes_store.repositories.messages.MessageRepository.append_checked>`).
+    """
+
+    session_id: str
+    row: dict[str, Any]
+    tool_calls: int
+
+
+def checked_message(session_id: str, fields: Mapping[str, Any]) -> CheckedMessage:
+    """``fields`` (the keyword arguments of ``append_message``) checked as an append checks them."""
+    text_arg("session_id", session_id)
+    row = message_row(session_id, fields, 0.0)
+    return CheckedMessage(session_id, row, tool_call_total(fields.get("tool_calls")))
 
 
 def turn_rows(

@@ -26,6 +26,7 @@ from hermes_store.backends.prepared import Prepared
 from hermes_store.domain.arguments import decode_json, number_arg, text_arg
 from hermes_store.domain.messages import (
     JSON_FIELDS,
+    CheckedMessage,
     conversation_entry,
     field_name,
     message_row,
@@ -245,6 +246,33 @@ class MessageRepository:
         if not self._sessions._bump_counters(session_id, 1, tool_call_total(tool_calls)):
             raise SessionNotFoundError(session_id)
         return self._insert(row)
+
+    def append_checked(self, messages: Sequence[CheckedMessage]) -> list[int]:
+        """Append messages checked beforehand, each stamped now, counters moved; ids in order.
+
+        What a shared transaction does with the appends of several callers
+        (:mod:`hermes_store.uow.combined`): one counter UPDATE per session and
+        one multi-row INSERT for all of them, so the FTS5 indexes get one
+        segment for the group rather than one per message. An unknown session
+        is SessionNotFoundError for the whole call, nothing of it kept.
+        """
+        clock = self._clock
+        rows = []
+        counts: dict[str, list[int]] = {}
+        for message in messages:
+            message.row["timestamp"] = clock()  # stamped in the order of the calls
+            rows.append(message.row)
+            count = counts.get(message.session_id)
+            if count is None:
+                counts[message.session_id] = [1, message.tool_calls]
+            else:
+                count[0] += 1
+                count[1] += message.tool_calls
+        self._admit(tuple(counts))
+        for session_id, (added, calls) in counts.items():
+            if not self._sessions._bump_counters(session_id, added, calls):
+                raise SessionNotFoundError(session_id)
+        return insert_rows(self._c, self._layout, rows)
 
     def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append a turn: every message and its counters in this unit, or none; their ids.
