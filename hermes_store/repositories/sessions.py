@@ -741,7 +741,6 @@ class SessionRepository:
         deleted = self._c.execute(_PRUNE_BATCH_SESSIONS, batch).rowcount
         if deleted and self._r.system_prompts:
             self._c.execute(_DROP_UNUSED_PROMPTS)
-        self._merge_fts()
         return int(deleted)
 
     def prune_slice(self, session_id: str, params: dict[str, Any], limit: int) -> int:
@@ -759,13 +758,14 @@ class SessionRepository:
         calls = sum(stored_tool_call_total(raw) for _, raw in rows if raw)
         self._c.execute(_DELETE_MESSAGE_IDS, {"p_ids": [row[0] for row in rows]})
         self._bump_counters(session_id, -len(rows), -calls)
-        self._merge_fts()
         return len(rows)
 
-    def _merge_fts(self) -> None:
+    def merge_fts_step(self) -> None:
         """A bounded FTS5 merge step on each index this process can load (SQLite only).
 
-        See :data:`FTS_MERGE_PAGES`: it keeps a prune's batches short.
+        Each batch of a prune in batches takes one (see :data:`FTS_MERGE_PAGES`):
+        it keeps the batches short. A prune in one transaction has no batches
+        to keep short, and takes none.
         """
         if self._c.dialect.name != "sqlite" or FTS_MERGE_PAGES <= 0:
             return

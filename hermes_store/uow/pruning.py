@@ -196,11 +196,15 @@ def _pause(held_s: float, pause_s: float) -> None:
 
 def _delete_batch(ids: Sequence[str], params: dict[str, Any], uow: UnitOfWork) -> int:
     """One batch's unit of work (a named function: the loop's values bound, not captured)."""
-    return uow.sessions.prune_batch(ids, params)
+    deleted = uow.sessions.prune_batch(ids, params)
+    uow.sessions.merge_fts_step()
+    return deleted
 
 
 def _delete_slice(session_id: str, params: dict[str, Any], limit: int, uow: UnitOfWork) -> int:
-    return uow.sessions.prune_slice(session_id, params, limit)
+    removed = uow.sessions.prune_slice(session_id, params, limit)
+    uow.sessions.merge_fts_step()
+    return removed
 
 
 def _take(pending: Sequence[Costed], position: int, budget: int) -> list[str]:
