@@ -288,3 +288,82 @@ def test_recovery_rebuilds_the_pair_index_after_its_bulk_load(
     target = tmp_path / "recovered.db"
     recover(path, target)
     assert _index(target) == _expected(target) != set()
+
+
+def _cut_points() -> list[int]:
+    """Every offset where one of revision 0012's levels cuts, up to just past 1 Mi."""
+    points = {1_048_576}
+    for size in (32, 1024, 32_768):
+        points.update(range(size, 1_048_576 + 2 * size, size))
+    return sorted(points)
+
+
+def test_pairs_straddling_every_level_of_the_cut_are_kept(tmp_path: Path) -> None:
+    """Revision 0012 cuts 1 Mi, 32 Ki, 1 Ki and 33 characters deep; each cut overlaps by one.
+
+    A pair sits across each cut point of every level in a text of just over
+    1 Mi characters (Latin filler between, so the pieces without a pair are
+    skipped, as they are meant to be); then a dense CJK text past 32 Ki.
+    Update and delete must take away exactly what the insert wrote.
+    """
+    path = tmp_path / "state.db"
+    chars = ["x"] * (1_048_576 + 3 * 32_768)
+    for number, point in enumerate(_cut_points()):
+        chars[point - 1] = chr(0x4E00 + number % 20_000)
+        chars[point] = chr(0x9000 - number % 3_000)
+    sparse = "".join(chars)
+    dense = "".join(chr(0x4E00 + (n * 7) % 20_000) for n in range(40_000))
+    with SessionDB(path) as db:
+        db.create_session("long", "cli")
+        sparse_id = db.append_message("long", "tool", sparse)
+        dense_id = db.append_message("long", "tool", dense)
+    held = _index(path)
+    assert held == _expected(path)
+    assert len([pair for pair in held if pair[1] == sparse_id]) == len(set(grams(sparse)))
+    assert len([pair for pair in held if pair[1] == dense_id]) == len(set(grams(dense))) == 20_000
+    with _raw(path) as raw:
+        raw.execute("UPDATE messages SET content = ? WHERE id = ?", (dense[:5000], sparse_id))
+        assert _index(path) == _expected(path)
+        raw.execute("DELETE FROM messages WHERE id = ?", (dense_id,))
+    assert _index(path) == _expected(path)
+    assert {message_id for _gram, message_id in _index(path)} == {sparse_id}
+
+
+def test_0012_replaces_only_the_pair_triggers_and_downgrade_restores_0009s(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path, migrate=False)
+    upgrade(store.engine, "0011")
+    with _raw(path) as raw:
+        at_eleven = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
+    upgrade(store.engine, "0012")
+    with _raw(path) as raw:
+        at_twelve = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
+        assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
+    changed = {(kind, name) for kind, name, _sql in at_eleven ^ at_twelve}
+    assert changed == {(kind, name) for kind, name in BIGRAM_OBJECTS if kind == "trigger"}
+    downgrade(store.engine, "0011")
+    with _raw(path) as raw:
+        assert set(raw.execute("SELECT type, name, sql FROM sqlite_master")) == at_eleven
+    store.close()
+
+
+def test_0012_leaves_a_lost_pair_trigger_lost(tmp_path: Path) -> None:
+    """A file missing one trigger has stale pairs; re-adding it would make them look kept."""
+    path = tmp_path / "state.db"
+    store = Store(path, migrate=False)
+    upgrade(store.engine, "0011")
+    with _raw(path) as raw:
+        raw.execute("DROP TRIGGER messages_cjk_bigrams_update")
+    upgrade(store.engine, "0012")
+    with _raw(path) as raw:
+        triggers = {
+            name
+            for (name,) in raw.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%bigrams%'"
+            )
+        }
+        assert triggers == {"messages_cjk_bigrams_insert", "messages_cjk_bigrams_delete"}
+        assert detect(raw, SchemaState(6, "0011")).bigrams is False
+    store.close()

@@ -34,7 +34,7 @@ DOCUMENT_VERSION = 6
 """The last ``schema_version`` the design document defines: the highest we ever write."""
 HEAD_SCHEMA_VERSION = DOCUMENT_VERSION
 """``schema_version`` of a file at our head revision."""
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 
 REVISION_VERSIONS = {
     "0001": 1,
@@ -48,6 +48,7 @@ REVISION_VERSIONS = {
     "0009": 6,
     "0010": 6,
     "0011": 6,
+    "0012": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""
 
