@@ -296,12 +296,40 @@ def test_a_failure_after_calls_ran_together_reruns_them_and_goes_on(db_path: Pat
     db.close()
 
 
+def _until_a_new_sleep(thread: threading.Thread) -> None:
+    """Return just after ``thread`` ran and went to sleep again (Linux ``/proc``).
+
+    A thread running SQLite code at the fork may hold one of SQLite's
+    process-wide mutexes (its allocator's, its VFS's): the child inherits it
+    locked and waits on it forever (seen: ``sqlite3Malloc`` in the child,
+    the mutex owned by the parent's leader). That is the rule for every fork
+    of a threaded process, and the README's ("forking while another thread
+    is inside a unit of work is not supported"). So the child is forked at
+    the start of one of the leader's sleeps between lock attempts (100 ms by
+    then), when it holds none of them.
+    """
+    task = Path(f"/proc/self/task/{thread.native_id}")
+    if not (task / "wchan").exists() or not (task / "schedstat").exists():
+        pytest.skip("needs /proc/self/task/<tid>/wchan and schedstat (Linux)")
+
+    def ran() -> int:
+        return int((task / "schedstat").read_text().split()[0])
+
+    time.sleep(0.4)  # past SQLite's short first sleeps: from here on, 100 ms each
+    before = ran()
+    deadline = time.monotonic() + 30
+    while ran() == before or "sleep" not in (task / "wchan").read_text():
+        assert time.monotonic() < deadline, "the leader never went to sleep again"
+        time.sleep(0.0002)
+
+
 def test_a_child_forked_while_a_call_leads_writes_on_its_own(db_path: Path) -> None:
     """The parent's leader and queue stay in the parent: the child's writes are not stuck.
 
     The parent's leader is waiting for another process's lock when the child is
     forked (a parent connection *holding* the lock at the fork would keep it
-    held in the child's SQLite bookkeeping: the fork rules, not ours).
+    held in the child's SQLite bookkeeping: the fork rules, not ours), and
+    asleep between two attempts (see :func:`_until_a_new_sleep`).
     """
     from .forked import run_forked
 
@@ -309,12 +337,13 @@ def test_a_child_forked_while_a_call_leads_writes_on_its_own(db_path: Path) -> N
     db.create_session("a", "cli")
     shared = _shared(db.store)
     holder = subprocess.Popen(
-        [sys.executable, str(HOLDER), str(db_path), "1"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(HOLDER), str(db_path), "2"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         first, threads = _in_threads([lambda: db.append_message("a", "user", "from the parent")])
         _until(lambda: shared.leading, "the parent's call to lead")
+        _until_a_new_sleep(threads[0])
         kind, value = run_forked(lambda: db.append_message("a", "user", "from the child"))
         for thread in threads:
             thread.join(30)
