@@ -22,6 +22,8 @@ from hermes_store.schema.layout import BIGRAM_OBJECTS, BIGRAM_TABLE, detect
 from hermes_store.schema.migrate import downgrade, upgrade
 from hermes_store.schema.state import SchemaState
 
+from .revision_steps import schema_rows, step
+
 pytestmark = pytest.mark.sqlite_only("the CJK pair index of revision 0009 (SQLite triggers)")
 
 WORDS = ["问题", "配置", "服务", "数据", "鸡蛋", "회의", "서버", "会議", "データ", "확인"]
@@ -107,27 +109,16 @@ def test_0009_adds_only_the_pair_index_keeps_schema_version_and_downgrade_remove
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "state.db"
-    store = Store(path, migrate=False)
-    upgrade(store.engine, "0008")
+    store, at_eight, at_nine = step(path, "0008", "0009")
     with _raw(path) as raw:
-        at_eight = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
-    upgrade(store.engine, "0009")
-    with _raw(path) as raw:
-        at_nine = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
-        assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
-        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0009",)]
         assert raw.execute(
             "SELECT COUNT(*), MIN(n), MAX(n) FROM messages_cjk_positions"
-        ).fetchone() == (
-            1024,
-            0,
-            1023,
-        )
+        ).fetchone() == (1024, 0, 1023)
     assert at_eight <= at_nine
     assert {(kind, name) for kind, name, _sql in at_nine - at_eight} == BIGRAM_OBJECTS
     downgrade(store.engine, "0008")
+    assert schema_rows(path) == at_eight
     with _raw(path) as raw:
-        assert set(raw.execute("SELECT type, name, sql FROM sqlite_master")) == at_eight
         assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
     store.close()
 
@@ -333,19 +324,11 @@ def test_0012_replaces_only_the_pair_triggers_and_downgrade_restores_0009s(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "state.db"
-    store = Store(path, migrate=False)
-    upgrade(store.engine, "0011")
-    with _raw(path) as raw:
-        at_eleven = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
-    upgrade(store.engine, "0012")
-    with _raw(path) as raw:
-        at_twelve = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
-        assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
+    store, at_eleven, at_twelve = step(path, "0011", "0012")
     changed = {(kind, name) for kind, name, _sql in at_eleven ^ at_twelve}
     assert changed == {(kind, name) for kind, name in BIGRAM_OBJECTS if kind == "trigger"}
     downgrade(store.engine, "0011")
-    with _raw(path) as raw:
-        assert set(raw.execute("SELECT type, name, sql FROM sqlite_master")) == at_eleven
+    assert schema_rows(path) == at_eleven
     store.close()
 
 

@@ -28,6 +28,8 @@ from hermes_store.schema.state import SchemaState
 from hermes_store.schema.totals import totals_problems
 from hermes_store.tools.check import check
 
+from .revision_steps import schema_rows, step
+
 pytestmark = pytest.mark.sqlite_only("revision 0011's totals are SQLite triggers")
 
 ROOT_INDEXES = (ROOTS_LISTING_INDEX, ROOTS_SOURCE_LISTING_INDEX)
@@ -111,15 +113,7 @@ def test_0011_adds_only_its_objects_keeps_schema_version_and_downgrade_removes_t
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "state.db"
-    store = Store(path, migrate=False)
-    upgrade(store.engine, "0010")
-    with _raw(path) as raw:
-        before = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
-    upgrade(store.engine, "0011")
-    with _raw(path) as raw:
-        after = set(raw.execute("SELECT type, name, sql FROM sqlite_master"))
-        assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
-        assert raw.execute("SELECT version_num FROM alembic_version").fetchall() == [("0011",)]
+    store, before, after = step(path, "0010", "0011")
     added = {(kind, name) for kind, name, _sql in after - before}
     roots = {
         ("index", "idx_sessions_roots_listing"),
@@ -127,8 +121,8 @@ def test_0011_adds_only_its_objects_keeps_schema_version_and_downgrade_removes_t
     }
     assert before <= after and added == TOTALS_OBJECTS | roots
     downgrade(store.engine, "0010")
+    assert schema_rows(path) == before
     with _raw(path) as raw:
-        assert set(raw.execute("SELECT type, name, sql FROM sqlite_master")) == before
         assert raw.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
     store.close()
 

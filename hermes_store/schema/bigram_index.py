@@ -12,6 +12,7 @@ texts with a non-ASCII character, which are the only ones with a pair.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
@@ -20,6 +21,52 @@ from hermes_store.domain.bigrams import grams
 HAS_PAIRS = "length(CAST({text} AS BLOB)) > length({text})"
 """The triggers' cheap test: a text with any non-ASCII character (bytes > characters)."""
 BATCH = 2_000
+
+
+def pair_triggers(grams_of: Callable[[str], str]) -> dict[str, str]:
+    """The three triggers that keep the pair index, by name, around a revision's cut.
+
+    ``grams_of(text)`` is the revision's statement that lists the distinct
+    pairs of the SQL expression ``text`` as ``gram`` (0009 and 0012 cut the
+    text differently); what the triggers do with those rows never changed.
+    """
+
+    def has_pairs(row: str) -> str:
+        return HAS_PAIRS.format(text=f"{row}.content")
+
+    def insert(row: str) -> str:
+        return (
+            "INSERT OR IGNORE INTO messages_cjk_bigrams (gram, message_id) "
+            f"SELECT gram, {row}.id FROM ({grams_of(f'{row}.content')});"
+        )
+
+    def delete(row: str) -> str:
+        return (
+            f"DELETE FROM messages_cjk_bigrams WHERE message_id = {row}.id "
+            f"AND gram IN ({grams_of(f'{row}.content')});"
+        )
+
+    return {
+        "messages_cjk_bigrams_insert": f"""
+CREATE TRIGGER IF NOT EXISTS messages_cjk_bigrams_insert AFTER INSERT ON messages
+WHEN {has_pairs("new")} BEGIN
+    {insert("new")}
+END
+""",
+        "messages_cjk_bigrams_delete": f"""
+CREATE TRIGGER IF NOT EXISTS messages_cjk_bigrams_delete AFTER DELETE ON messages
+WHEN {has_pairs("old")} BEGIN
+    {delete("old")}
+END
+""",
+        "messages_cjk_bigrams_update": f"""
+CREATE TRIGGER IF NOT EXISTS messages_cjk_bigrams_update AFTER UPDATE OF id, content ON messages
+WHEN {has_pairs("old")} OR {has_pairs("new")} BEGIN
+    {delete("old")}
+    {insert("new")}
+END
+""",
+    }
 
 
 def fill_bigrams(dbapi_connection: sqlite3.Connection, *, replace: bool = False) -> int:

@@ -35,7 +35,12 @@ from __future__ import annotations
 from alembic import context, op
 
 from hermes_store.domain.bigrams import GLOB_CLASS
-from hermes_store.schema.bigram_index import HAS_PAIRS, driver_connection, fill_bigrams
+from hermes_store.schema.bigram_index import (
+    HAS_PAIRS,
+    driver_connection,
+    fill_bigrams,
+    pair_triggers,
+)
 from hermes_store.schema.migration_ops import is_sqlite
 
 revision = "0009"
@@ -87,41 +92,7 @@ def has_pairs(text: str) -> str:
     return HAS_PAIRS.format(text=text)
 
 
-def _insert(row: str) -> str:
-    return (
-        "INSERT OR IGNORE INTO messages_cjk_bigrams (gram, message_id) "
-        f"SELECT gram, {row}.id FROM ({GRAMS.format(text=f'{row}.content')});"
-    )
-
-
-def _delete(row: str) -> str:
-    return (
-        f"DELETE FROM messages_cjk_bigrams WHERE message_id = {row}.id "
-        f"AND gram IN ({GRAMS.format(text=f'{row}.content')});"
-    )
-
-
-TRIGGERS = {
-    "messages_cjk_bigrams_insert": f"""
-CREATE TRIGGER IF NOT EXISTS messages_cjk_bigrams_insert AFTER INSERT ON messages
-WHEN {has_pairs("new.content")} BEGIN
-    {_insert("new")}
-END
-""",
-    "messages_cjk_bigrams_delete": f"""
-CREATE TRIGGER IF NOT EXISTS messages_cjk_bigrams_delete AFTER DELETE ON messages
-WHEN {has_pairs("old.content")} BEGIN
-    {_delete("old")}
-END
-""",
-    "messages_cjk_bigrams_update": f"""
-CREATE TRIGGER IF NOT EXISTS messages_cjk_bigrams_update AFTER UPDATE OF id, content ON messages
-WHEN {has_pairs("old.content")} OR {has_pairs("new.content")} BEGIN
-    {_delete("old")}
-    {_insert("new")}
-END
-""",
-}
+TRIGGERS = pair_triggers(lambda text: GRAMS.format(text=text))
 
 OFFLINE_BACKFILL = f"UPDATE messages SET id = id WHERE {has_pairs('content')}"
 """For ``--sql`` output: each such row passes through the update trigger (and, harmlessly,

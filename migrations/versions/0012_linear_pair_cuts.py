@@ -30,7 +30,7 @@ from __future__ import annotations
 from alembic import context, op
 
 from hermes_store.domain.bigrams import GLOB_CLASS
-from hermes_store.schema.bigram_index import HAS_PAIRS
+from hermes_store.schema.bigram_index import pair_triggers
 from hermes_store.schema.migration_ops import is_sqlite
 
 revision = "0012"
@@ -64,45 +64,7 @@ WHERE q.n < 32 AND q.n <= length(s.piece) - 2
   AND substr(s.piece, q.n + 1, 2) GLOB '{PAIR}'"""
 
 
-def _has_pairs(text: str) -> str:
-    return HAS_PAIRS.format(text=text)
-
-
-def _insert(row: str) -> str:
-    return (
-        "INSERT OR IGNORE INTO messages_cjk_bigrams (gram, message_id) "
-        f"SELECT gram, {row}.id FROM ({grams(f'{row}.content')});"
-    )
-
-
-def _delete(row: str) -> str:
-    return (
-        f"DELETE FROM messages_cjk_bigrams WHERE message_id = {row}.id "
-        f"AND gram IN ({grams(f'{row}.content')});"
-    )
-
-
-TRIGGERS = {
-    "messages_cjk_bigrams_insert": f"""
-CREATE TRIGGER messages_cjk_bigrams_insert AFTER INSERT ON messages
-WHEN {_has_pairs("new.content")} BEGIN
-    {_insert("new")}
-END
-""",
-    "messages_cjk_bigrams_delete": f"""
-CREATE TRIGGER messages_cjk_bigrams_delete AFTER DELETE ON messages
-WHEN {_has_pairs("old.content")} BEGIN
-    {_delete("old")}
-END
-""",
-    "messages_cjk_bigrams_update": f"""
-CREATE TRIGGER messages_cjk_bigrams_update AFTER UPDATE OF id, content ON messages
-WHEN {_has_pairs("old.content")} OR {_has_pairs("new.content")} BEGIN
-    {_delete("old")}
-    {_insert("new")}
-END
-""",
-}
+TRIGGERS = pair_triggers(grams)
 
 
 def _replace(triggers: dict[str, str]) -> None:
