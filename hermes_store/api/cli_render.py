@@ -8,7 +8,6 @@ a :class:`rich.text.Text` as plain text, never as markup.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -50,12 +49,6 @@ def cost(value: float | None) -> str:
 def one_line(text: str | None) -> str:
     """Whitespace (newlines included) folded to single spaces."""
     return " ".join((text or "").split())
-
-
-def write_json(value: Any) -> None:
-    """Machine output: plain JSON on stdout, never through rich (no wrapping, no markup)."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def highlight_snippet(snippet: str | None) -> Text:
