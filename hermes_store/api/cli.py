@@ -42,6 +42,7 @@ from hermes_store.api.cli_args import (
     positive_int,
 )
 from hermes_store.api.cli_output import console, fail, say, show, warn, write_json
+from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
@@ -269,7 +270,7 @@ def sessions(
     if as_json:
         write_json(rows)
     elif rows:
-        show(render.sessions_table(rows))
+        sys.stdout.write(sessions_table(rows, sys.stdout))
     else:
         say("no sessions" + (f" of source {source!r}" if source else ""))
 
@@ -345,7 +346,7 @@ def search(
     if as_json:
         write_json(hits)
     elif hits:
-        show(render.search_table(hits, query, offset))
+        sys.stdout.write(search_table(hits, query, offset, sys.stdout))
     else:
         say(f"no matches for {query!r}")
 

@@ -24,11 +24,14 @@ PIPED_WIDTH = 160
 _SGR = {
     "bold": "1",
     "dim": "2",
+    "italic": "3",
+    "black": "30",
     "red": "31",
     "green": "32",
     "yellow": "33",
     "magenta": "35",
     "cyan": "36",
+    "on_yellow": "43",
 }
 
 
