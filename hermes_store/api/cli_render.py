@@ -1,4 +1,7 @@
-"""How ``hermes-store`` shows things: rich tables, trees and highlighted snippets.
+"""How ``hermes-store`` shows a session, a lineage, reports and surveys: rich tables and trees.
+
+Imported only by the commands that print one (``sessions`` and ``search``
+draw theirs in plain text, :mod:`.cli_table`, to start fast).
 
 Everything that comes out of the store (titles, message content, snippets) is
 user data and may contain rich markup such as ``[bold]``; it only ever enters
