@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,25 @@ def test_every_command_is_listed_with_its_line_and_its_help_lists_its_options(
             for name in spec.names:
                 shown_name = name if name.startswith("-") else spec.options["metavar"]
                 assert shown_name in shown, (command.name, name)
+
+
+def test_a_named_command_is_parsed_alone_and_reads_as_among_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only the named command's parser is built at start-up; its help and errors are the same."""
+    from hermes_store.api.cli import COMMANDS, DESCRIPTION, _version
+    from hermes_store.api.cli_args import Command, build_parser, named
+
+    def parse(commands: Sequence[Command], args: list[str]) -> tuple[object, str, str]:
+        parser = build_parser("hermes-store", DESCRIPTION, commands, _version)
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args(args)
+        captured = capsys.readouterr()
+        return done.value.code, captured.out, captured.err
+
+    for command in COMMANDS:
+        assert named([command.name, "--json"], COMMANDS) == [command]
+        for args in ([command.name, "--help"], [command.name, "--no-such-option"]):
+            assert parse([command], args) == parse(COMMANDS, args), args
+    for argv in ([], ["--help"], ["curent"]):
+        assert named(argv, COMMANDS) is COMMANDS

@@ -37,6 +37,7 @@ from hermes_store.api.cli_args import (
     build_parser,
     directory_path,
     file_path,
+    named,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -1074,7 +1075,7 @@ class _PipeAwareStdout:
 
 def _run(argv: Sequence[str]) -> int:
     """Parse ``argv`` and run its command; the exit status (argparse exits itself on usage)."""
-    parser = build_parser("hermes-store", DESCRIPTION, COMMANDS, _version)
+    parser = build_parser("hermes-store", DESCRIPTION, named(argv, COMMANDS), _version)
     if not argv:
         parser.print_help()
         return 2

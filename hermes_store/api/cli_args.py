@@ -128,10 +128,23 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def named(argv: Sequence[str], commands: Sequence[Command]) -> Sequence[Command]:
+    """Only the command ``argv`` starts with, when it names one; else every command.
+
+    argparse builds each sub-parser's arguments when it is added: ten
+    milliseconds for all of them, spent at every start to run one. The
+    named command's parser alone reads and reports the same (its usage is
+    ``hermes-store NAME ...`` either way); anything else -- no command,
+    ``--help``, a typo -- gets them all, to list them.
+    """
+    chosen = [command for command in commands if argv and command.name == argv[0]]
+    return chosen or commands
+
+
 def build_parser(
     prog: str, description: str, commands: Sequence[Command], version: Callable[[], str]
 ) -> argparse.ArgumentParser:
-    """The parser of every command; each sub-parser's ``run`` default is its command."""
+    """The parser of ``commands``; each sub-parser's ``_command`` default is its command."""
     parser = argparse.ArgumentParser(
         prog=prog, description=description, allow_abbrev=False, formatter_class=_HelpFormatter
     )

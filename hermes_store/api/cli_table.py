@@ -82,7 +82,7 @@ def _width(char: str) -> int:
 
 
 def _text_width(text: str) -> int:
-    return sum(_width(char) for char in text)
+    return len(text) if text.isascii() else sum(_width(char) for char in text)
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,8 @@ Line = list[tuple[str, str | None]]
 
 def _wrap(cell: Cell, width: int) -> list[Line]:
     """``cell`` in lines of at most ``width`` columns: at spaces, folding longer words."""
+    if sum(_text_width(text) for text, _ in cell) <= width:
+        return [[span for span in cell if span[0]]]  # fits: one line as it is (most cells)
     chars = [(char, style) for text, style in cell for char in text]
     words: list[list[tuple[str, str | None]]] = [[]]
     for char, style in chars:
