@@ -104,16 +104,20 @@ def print_rows(title: str, rows: list[Row], with_matches: bool) -> None:
 
 
 def print_cli(rows: list[dict[str, Any]]) -> None:
-    print("\nCLI start: wall time of a new process, median over the repetitions")
+    print(
+        "\nCLI start: wall time of a new process, median over the repetitions; "
+        "CPU: the process's user+system time (what load does not stretch)"
+    )
     header = f"{'command':<48} {'median':>8} {'p95':>8} {'/import sqlalchemy':>19} "
-    header += f"{'target':>7}  verdict"
+    header += f"{'CPU':>7} {'CPU ratio':>9} {'target':>7}  verdict"
     print(header)
     print("-" * len(header))
     for r in rows:
         target = "-" if r["target"] is None else f"<= {r['target']:.1f}"
         print(
             f"{r['command']:<48} {ms(r['median_s']):>6}ms {ms(r['p95_s']):>6}ms "
-            f"{r['ratio']:>19.2f} {target:>7}  {r['verdict']}"
+            f"{r['ratio']:>19.2f} {ms(r['cpu_median_s']):>5}ms {r['cpu_ratio']:>9.2f} "
+            f"{target:>7}  {r['verdict']}"
         )
 
 

@@ -395,40 +395,48 @@ def test_copy_from_v25_leaves_the_agents_inactive_rows_behind_and_says_so(tmp_pa
         assert copied.get_messages("up_other") == []
 
 
-def test_cli_copy_from_an_agent_file_into_a_new_state_db(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[object, str, str]:
+    """``hermes-store ARGS`` run in this process: exit status, stdout, stderr."""
+    from hermes_store.api.cli import main
 
-    from hermes_store.api.cli import app
+    try:
+        main(list(args))
+        code: object = 0
+    except SystemExit as done:
+        code = done.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
+
+def test_cli_copy_from_an_agent_file_into_a_new_state_db(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = build_upstream_db(tmp_path / "agent.db", 25)
     target = tmp_path / "new.db"
-    result = CliRunner().invoke(app, ["copy", "--from", str(source), "--to", str(target)])
-    assert result.exit_code == 0, result.output
+    code, out, err = _cli(capsys, "copy", "--from", str(source), "--to", str(target))
+    assert code == 0, out + err
     with SessionDB(target) as copied:
         assert copied.session_count() == 3
         assert copied.message_count() == 6
 
 
 @pytest.mark.parametrize("version", UPSTREAM_VERSIONS)
-def test_cli_reads_an_agent_file_and_upgrade_leaves_it_alone(tmp_path: Path, version: int) -> None:
+def test_cli_reads_an_agent_file_and_upgrade_leaves_it_alone(
+    tmp_path: Path, version: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
-
-    from typer.testing import CliRunner
-
-    from hermes_store.api.cli import app
 
     path = build_upstream_db(tmp_path / "state.db", version)
     before = _state(path)
-    runner = CliRunner()
-    current = runner.invoke(app, ["current", "--db", str(path), "--json"])
-    assert current.exit_code == 0, current.output
-    assert json.loads(current.stdout)["ladder"] == "agent"
-    assert json.loads(current.stdout)["schema_version"] == version
-    upgraded = runner.invoke(app, ["upgrade", "--db", str(path)])
-    assert upgraded.exit_code == 0 and "never migrates it" in upgraded.stdout
-    found = runner.invoke(app, ["search", "服务端", "--db", str(path), "--json"])
-    assert found.exit_code == 0, found.output
-    assert {hit["session_id"] for hit in json.loads(found.stdout)} == {"up_child"}
+    code, out, err = _cli(capsys, "current", "--db", str(path), "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["ladder"] == "agent"
+    assert json.loads(out)["schema_version"] == version
+    code, out, err = _cli(capsys, "upgrade", "--db", str(path))
+    assert code == 0 and "never migrates it" in out
+    code, out, err = _cli(capsys, "search", "服务端", "--db", str(path), "--json")
+    assert code == 0, out + err
+    assert {hit["session_id"] for hit in json.loads(out)} == {"up_child"}
     assert _state(path) == before
 
 

@@ -6,8 +6,12 @@ migrate, psycopg only for a PostgreSQL URL, the ORM (``sqlalchemy.orm`` and
 the mapped classes) only for ``uow.orm``: a command reading a current SQLite
 file must import none of them. ``current`` reads the file's state and layout
 and nothing else, so it builds no repository's statements and renders no
-table either. The check runs the real entry point in a new process and reads
-that process's ``sys.modules``: no timing involved.
+table either. The command line is parsed by argparse: typer, click (and the
+pydantic typer checks options with) are imported by no command; ``sessions``
+and ``search`` draw their tables as plain text (:mod:`.cli_table`), and rich
+comes only with the other commands' tables, trees and progress bars. The check runs the
+real entry point in a new process and reads that process's ``sys.modules``:
+no timing involved.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,8 +30,8 @@ from hermes_store import SessionDB
 pytestmark = pytest.mark.sqlite_only("start-up on a SQLite file")
 
 REPO = Path(__file__).resolve().parents[1]
-NEVER = ("alembic", "mako", "psycopg", "psycopg2")
-"""Top-level packages no reading command imports."""
+NEVER = ("alembic", "mako", "psycopg", "psycopg2", "typer", "click", "pydantic", "rich")
+"""Top-level packages none of the three imports (argparse parses; their tables are plain text)."""
 NEVER_MODULES = (
     "sqlalchemy.orm",
     "sqlalchemy.dialects.postgresql",
@@ -34,7 +39,7 @@ NEVER_MODULES = (
     "hermes_store.uow.orm",
 )
 """Modules (and their submodules) no reading command imports."""
-NOT_FOR_CURRENT = ("hermes_store.repositories", "rich.table", "rich.progress")
+NOT_FOR_CURRENT = ("hermes_store.repositories",)
 """What ``current`` in particular does without: it prints three lines of the file's state."""
 
 
@@ -118,39 +123,57 @@ def test_the_probe_sees_alembic_when_a_command_migrates(tmp_path: Path) -> None:
     assert "alembic" in probe["modules"]
 
 
-def _names() -> list[str]:
-    from typer.main import get_command_name
-
-    from hermes_store.api.cli import app
-
-    return [
-        info.name or get_command_name(info.callback.__name__)
-        for info in app.registered_commands
-        if info.callback is not None
-    ]
+def test_the_probe_sees_rich_where_a_command_prints_with_it(current_file: Path) -> None:
+    """The check can fail: ``stats`` prints rich tables, and does import rich."""
+    probe = _modules_after("stats", "--db", str(current_file))
+    assert probe["code"] == 0 and "rich.table" in probe["modules"]
 
 
-def test_a_named_command_is_built_alone_and_reads_as_in_the_whole_app() -> None:
-    """Only the named command is built at start-up; its help and usage are the whole app's."""
-    from typer.testing import CliRunner
+def test_every_command_is_listed_with_its_line_and_its_help_lists_its_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hermes_store.api.cli import COMMANDS, main
 
-    from hermes_store.api.cli import _app_for, app
+    def run(*args: str) -> tuple[object, str]:
+        try:
+            main(list(args))
+        except SystemExit as done:
+            return done.code, capsys.readouterr().out
+        return 0, capsys.readouterr().out
 
-    names = _names()
-    assert {"current", "sessions", "search", "import", "copy"} <= set(names)
-    runner = CliRunner()
-    for name in names:
-        alone = _app_for(["hermes-store", name])
-        assert alone is not app and len(alone.registered_commands) == 1
-        assert alone.registered_commands[0] in app.registered_commands
-        for args in ([name, "--help"], [name, "--no-such-option"]):
-            whole = runner.invoke(app, args, prog_name="hermes-store")
-            single = runner.invoke(alone, args, prog_name="hermes-store")
-            assert (single.exit_code, single.output) == (whole.exit_code, whole.output), args
+    code, listing = run("--help")
+    assert code == 0
+    listed = " ".join(listing.split())  # argparse wraps the lines to the terminal
+    assert {"current", "sessions", "search", "import", "copy", "recover"} <= {
+        c.name for c in COMMANDS
+    }
+    for command in COMMANDS:
+        assert f"{command.name} {command.summary}" in listed, command.name
+        code, shown = run(command.name, "--help")
+        assert code == 0 and f"usage: hermes-store {command.name}" in shown
+        for spec in command.args:
+            for name in spec.names:
+                shown_name = name if name.startswith("-") else spec.options["metavar"]
+                assert shown_name in shown, (command.name, name)
 
 
-def test_anything_but_a_command_name_gets_the_whole_app() -> None:
-    from hermes_store.api.cli import _app_for, app
+def test_a_named_command_is_parsed_alone_and_reads_as_among_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Only the named command's parser is built at start-up; its help and errors are the same."""
+    from hermes_store.api.cli import COMMANDS, DESCRIPTION, _version
+    from hermes_store.api.cli_args import Command, build_parser, named
 
-    for argv in (["hermes-store"], ["hermes-store", "--help"], ["hermes-store", "curent"]):
-        assert _app_for(argv) is app
+    def parse(commands: Sequence[Command], args: list[str]) -> tuple[object, str, str]:
+        parser = build_parser("hermes-store", DESCRIPTION, commands, _version)
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args(args)
+        captured = capsys.readouterr()
+        return done.value.code, captured.out, captured.err
+
+    for command in COMMANDS:
+        assert named([command.name, "--json"], COMMANDS) == [command]
+        for args in ([command.name, "--help"], [command.name, "--no-such-option"]):
+            assert parse([command], args) == parse(COMMANDS, args), args
+    for argv in ([], ["--help"], ["curent"]):
+        assert named(argv, COMMANDS) is COMMANDS

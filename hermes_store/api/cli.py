@@ -9,36 +9,45 @@ yet; every other command refuses a missing file instead of leaving an empty
 
 Errors a user can cause (an unknown id, a missing file, a bad title, a
 database locked past patience, a bad JSONL line) end in one red line on
-stderr and exit code 1; usage errors are typer's, exit code 2.
+stderr and exit status 1; usage errors are argparse's, exit status 2. The
+grammar is :data:`COMMANDS`, at the end: one :class:`~.cli_args.Command` per
+function below, each function taking its options as keyword arguments.
 """
 
 from __future__ import annotations
 
-import copy
+import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from importlib import metadata
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import typer
-import typer.main
-from rich.console import Console
-from rich.text import Text
-from sqlalchemy import select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.types import REAL, Integer
 
-from hermes_store.api.session_db import JSON_MESSAGE_FIELDS, SessionDB
+from hermes_store.api.cli_args import (
+    CliError,
+    Command,
+    UsageError,
+    arg,
+    build_parser,
+    directory_path,
+    file_path,
+    named,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
+from hermes_store.api.cli_output import console, fail, say, show, warn, write_json
+from hermes_store.api.cli_table import search_table, sessions_table
+from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.domain.arguments import int_arg, number_arg, text_arg
-from hermes_store.errors import InvalidInputError, SessionNotFoundError, StoreError
+from hermes_store.errors import SessionNotFoundError, StoreError
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -46,9 +55,7 @@ from hermes_store.schema.state import (
     ladder_of,
     read_state,
 )
-from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
-from hermes_store.uow.unit import UnitOfWork
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -57,10 +64,10 @@ if TYPE_CHECKING:
 else:
 
     class _Render:
-        """:mod:`.cli_render` (tables, trees), imported when a command first renders one.
+        """:mod:`.cli_render` (rich tables, trees), imported when a command first renders one.
 
         ``current`` prints three lines and ``--json`` prints JSON: neither needs
-        rich's tables, whose import is a good part of a short command's start-up.
+        rich, whose import is a good part of a short command's start-up.
         """
 
         def __getattr__(self, name: str) -> Any:
@@ -70,94 +77,42 @@ else:
 
     render = _Render()
 
-PIPED_WIDTH = 160
-"""Width of tables written to a pipe or file, where rich would otherwise assume 80 columns."""
+DESCRIPTION = "The Hermes agent's session store (state.db): inspect, search, export, maintain."
 
 
-def _console(*, stderr: bool = False) -> Console:
-    console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = PIPED_WIDTH
-    return console
-
-
-out = _console()
-err = _console(stderr=True)
-
-app = typer.Typer(
-    name="hermes-store",
-    help="The Hermes agent's session store (state.db): inspect, search, export, maintain.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,  # locals would hold whole conversations
-    # Plain help: typer's rich panels show every flag as taking a value (`--json <bool>`).
-    rich_markup_mode=None,
-)
-
-
-def _version(asked: bool) -> None:
-    if not asked:
-        return
+def _version() -> str:
+    from importlib import metadata
 
     try:
         version = metadata.version("hermes-store")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         version = "(not installed)"
-    out.print(
-        Text(
-            f"hermes-store {version} (schema version {HEAD_SCHEMA_VERSION}, "
-            f"revision {HEAD_REVISION})"
-        )
+    return (
+        f"hermes-store {version} (schema version {HEAD_SCHEMA_VERSION}, revision {HEAD_REVISION})"
     )
-    raise typer.Exit()
-
-
-@app.callback()
-def _options(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
-        ),
-    ] = False,
-) -> None:
-    """The Hermes agent's session store (state.db): inspect, search, export, maintain."""
-
-
-class CliError(Exception):
-    """A user mistake the command explains in one line (exit code 1)."""
 
 
 # ----------------------------------------------------------------------
 # options shared by every command
 # ----------------------------------------------------------------------
-DbOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--db",
-        help="SQLite file of the store [default: $HERMES_STORE_URL, else "
-        "$HERMES_HOME/state.db, else ~/.hermes/state.db]",
-        dir_okay=False,
-        show_default=False,
-    ),
-]
-UrlOption = Annotated[
-    str | None,
-    typer.Option("--url", help="SQLAlchemy URL of the store, instead of --db.", show_default=False),
-]
-PatienceOption = Annotated[
-    float | None,
-    typer.Option(
-        "--patience",
-        min=0,
-        help="Seconds to wait for another writer's lock [default: 30]",
-        show_default=False,
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine output: JSON on stdout.")]
-SessionIdArgument = Annotated[
-    str, typer.Argument(metavar="ID", help="Session id.", show_default=False)
-]
+DB = arg(
+    "--db",
+    type=file_path,
+    metavar="PATH",
+    help="SQLite file of the store [default: $HERMES_STORE_URL, else "
+    "$HERMES_HOME/state.db, else ~/.hermes/state.db]",
+)
+URL_ = arg("--url", metavar="URL", help="SQLAlchemy URL of the store, instead of --db.")
+PATIENCE = arg(
+    "--patience",
+    type=non_negative_float,
+    metavar="SECONDS",
+    help="Seconds to wait for another writer's lock [default: 30]",
+)
+JSON = arg("--json", dest="as_json", action="store_true", help="Machine output: JSON on stdout.")
+STORE = (DB, URL_, PATIENCE)
+"""Where the store is, and how long to wait for its lock: every command but copy and recover."""
+SESSION_ID = arg("session_id", metavar="ID", help="Session id.")
 
 
 @dataclass(frozen=True)
@@ -180,7 +135,7 @@ class Target:
 
 def _target(db: Path | None, url: str | None, patience: float | None) -> Target:
     if db is not None and url is not None:
-        raise typer.BadParameter("give --db or --url, not both", param_hint="--db / --url")
+        raise UsageError("give --db or --url, not both")
     try:
         resolved = sqlite_url(db) if db is not None else resolve_url(url)
     except ArgumentError as error:
@@ -221,7 +176,6 @@ def _reader(target: Target) -> Iterator[SessionDB]:
 
 
 def _state(store: Store) -> tuple[int | None, str | None]:
-
     with store.read() as uow:
         return read_state(uow.connection)
 
@@ -229,8 +183,7 @@ def _state(store: Store) -> tuple[int | None, str | None]:
 # ----------------------------------------------------------------------
 # schema
 # ----------------------------------------------------------------------
-@app.command()
-def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption = None) -> None:
+def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None:
     """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
     target = _target(db, url, patience)
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
@@ -240,37 +193,28 @@ def upgrade(db: DbOption = None, url: UrlOption = None, patience: PatienceOption
         after = _state(store)
     now = f"schema version {after[0]}, revision {after[1]}"
     if ladder_of(*after) is Ladder.AGENT:
-        out.print(
-            Text(
-                f"{target.describe()}: at the Hermes agent's own schema version {after[0]}; "
-                "hermes_store uses it as it is and never migrates it (nothing changed)"
-            )
+        say(
+            f"{target.describe()}: at the Hermes agent's own schema version {after[0]}; "
+            "hermes_store uses it as it is and never migrates it (nothing changed)"
         )
     elif not existed or before == (None, None):  # a new file, or an empty server database
-        out.print(Text(f"created {target.describe()}: {now}"))
+        say(f"created {target.describe()}: {now}")
     elif before == after:
-        out.print(Text(f"{target.describe()}: already at head ({now})"))
+        say(f"{target.describe()}: already at head ({now})")
     else:
         was = f"schema version {before[0]}, revision {before[1] or 'none'}"
-        out.print(Text(f"upgraded {target.describe()}: {was} -> {now}"))
+        say(f"upgraded {target.describe()}: {was} -> {now}")
 
 
-@app.command()
-def current(
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def current(*, db: Path | None, url: str | None, patience: float | None, as_json: bool) -> None:
     """Print the schema version and the Alembic revision of the store (changes nothing)."""
-
     target = _target(db, url, patience)
     with _open(target, read_only=True) as store:
         version, revision = _state(store)
         agent = store.ladder is Ladder.AGENT
         layout = store.layout.describe()
     if as_json:
-        render.write_json(
+        write_json(
             {
                 "schema_version": version,
                 "alembic_revision": revision,
@@ -281,55 +225,38 @@ def current(
             }
         )
         return
-    out.print(Text(f"schema version:   {version if version is not None else 'none'}"))
-    line = Text(f"alembic revision: {revision or 'none'}")
     if agent:
-        line.append(
+        note = (
             " (the file is at the Hermes agent's own schema version: used as it is, "
             "never migrated by hermes_store)",
             "cyan",
         )
     elif revision == HEAD_REVISION:
-        line.append(" (head)", style="green")
+        note = (" (head)", "green")
     elif revision is None:
-        line.append(" (not managed by Alembic yet; 'hermes-store upgrade' adopts it)", "yellow")
+        note = (" (not managed by Alembic yet; 'hermes-store upgrade' adopts it)", "yellow")
     else:
-        line.append(f" (head is {HEAD_REVISION}; run 'hermes-store upgrade')", style="yellow")
-    out.print(line)
-    out.print(Text(f"layout:           {layout}"))
+        note = (f" (head is {HEAD_REVISION}; run 'hermes-store upgrade')", "yellow")
+    say(f"schema version:   {version if version is not None else 'none'}")
+    say(f"alembic revision: {revision or 'none'}", note)
+    say(f"layout:           {layout}")
 
 
 # ----------------------------------------------------------------------
 # reading
 # ----------------------------------------------------------------------
-@app.command()
 def sessions(
-    source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
-    exclude_source: Annotated[
-        list[str] | None,
-        typer.Option("--exclude-source", help="Leave out this source (repeatable)."),
-    ] = None,
-    limit: Annotated[int, typer.Option(min=0, help="How many sessions.")] = 20,
-    offset: Annotated[int, typer.Option(min=0, help="Skip this many first.")] = 0,
-    include_children: Annotated[
-        bool,
-        typer.Option(
-            "--include-children",
-            help="Also list child sessions (subagents, branches, continuations), each as it is.",
-        ),
-    ] = False,
-    tips: Annotated[
-        bool,
-        typer.Option(
-            "--tips/--no-tips",
-            help="List a compressed conversation under its newest continuation "
-            "(--no-tips: as its first session).",
-        ),
-    ] = True,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+    *,
+    source: str | None,
+    exclude_source: list[str] | None,
+    limit: int,
+    offset: int,
+    include_children: bool,
+    tips: bool,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
 ) -> None:
     """Recent conversations, newest first, with a preview of the first user message."""
     with _reader(_target(db, url, patience)) as sdb:
@@ -342,20 +269,20 @@ def sessions(
             project_compression_tips=tips,
         )
     if as_json:
-        render.write_json(rows)
+        write_json(rows)
     elif rows:
-        out.print(render.sessions_table(rows))
+        sys.stdout.write(sessions_table(rows, sys.stdout))
     else:
-        out.print("no sessions" + (f" of source {source!r}" if source else ""))
+        say("no sessions" + (f" of source {source!r}" if source else ""))
 
 
-@app.command()
-def show(
-    session_id: SessionIdArgument,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+def show_(
+    *,
+    session_id: str,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
 ) -> None:
     """A session and all its messages."""
     with _reader(_target(db, url, patience)) as sdb:
@@ -363,18 +290,18 @@ def show(
     if exported is None:
         raise SessionNotFoundError(session_id)
     if as_json:
-        render.write_json(exported)
+        write_json(exported)
     else:
-        render.print_session(out, exported)
+        render.print_session(console(), exported)
 
 
-@app.command()
 def lineage(
-    session_id: SessionIdArgument,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+    *,
+    session_id: str,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
 ) -> None:
     """The sessions a session was split from, and those split off it, as a tree."""
     with _reader(_target(db, url, patience)) as sdb:
@@ -383,7 +310,7 @@ def lineage(
     if not ancestors:
         raise SessionNotFoundError(session_id)
     if as_json:
-        render.write_json(
+        write_json(
             {
                 "session": ancestors[0],
                 "ancestors": ancestors[1:],
@@ -391,29 +318,21 @@ def lineage(
             }
         )
     else:
-        out.print(render.lineage_tree(session_id, ancestors, descendants))
+        show(render.lineage_tree(session_id, ancestors, descendants))
 
 
-@app.command()
 def search(
-    query: Annotated[
-        str, typer.Argument(help='FTS5 query: words, "phrases", OR, NOT, -word, prefix*.')
-    ],
-    source: Annotated[
-        list[str] | None, typer.Option("--source", help="Only this source (repeatable).")
-    ] = None,
-    exclude_source: Annotated[
-        list[str] | None, typer.Option("--exclude-source", help="Not this source (repeatable).")
-    ] = None,
-    role: Annotated[
-        list[str] | None, typer.Option("--role", help="Only this role (repeatable).")
-    ] = None,
-    limit: Annotated[int, typer.Option(min=0, help="How many hits.")] = 20,
-    offset: Annotated[int, typer.Option(min=0, help="Skip this many first.")] = 0,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+    *,
+    query: str,
+    source: list[str] | None,
+    exclude_source: list[str] | None,
+    role: list[str] | None,
+    limit: int,
+    offset: int,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
 ) -> None:
     """Full-text search across every session's messages, best match first."""
     with _reader(_target(db, url, patience)) as sdb:
@@ -426,20 +345,15 @@ def search(
             offset=offset,
         )
     if as_json:
-        render.write_json(hits)
+        write_json(hits)
     elif hits:
-        out.print(render.search_table(hits, query, offset))
+        sys.stdout.write(search_table(hits, query, offset, sys.stdout))
     else:
-        out.print(Text(f"no matches for {query!r}"))
+        say(f"no matches for {query!r}")
 
 
-@app.command()
 def stats(
-    top: Annotated[int, typer.Option(min=0, help="How many top sessions by tokens.")] = 10,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+    *, top: int, db: Path | None, url: str | None, patience: float | None, as_json: bool
 ) -> None:
     """Token totals and cost by model, and the sessions that used the most tokens."""
     with _reader(_target(db, url, patience)) as sdb:
@@ -450,11 +364,11 @@ def stats(
             "top_sessions": sdb.top_sessions_by_tokens(top),
         }
     if as_json:
-        render.write_json(result)
+        write_json(result)
         return
-    out.print(Text(f"{result['sessions']:,} session(s), {result['messages']:,} message(s)"))
-    out.print(render.usage_table(result["by_model"]))
-    out.print(render.top_sessions_table(result["top_sessions"]))
+    say(f"{result['sessions']:,} session(s), {result['messages']:,} message(s)")
+    show(render.usage_table(result["by_model"]))
+    show(render.top_sessions_table(result["top_sessions"]))
 
 
 # ----------------------------------------------------------------------
@@ -469,6 +383,7 @@ def _progress() -> Progress:
         TimeElapsedColumn,
     )
 
+    err = console(stderr=True)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -500,26 +415,18 @@ def _jsonl(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, default=str) + "\n"
 
 
-@app.command()
 def export(
-    session_id: Annotated[
-        str | None,
-        typer.Argument(metavar="ID", help="One session; every session when omitted."),
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="JSONL file to write [default: stdout]", dir_okay=False),
-    ] = None,
-    source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
+    *,
+    session_id: str | None,
+    output: Path | None,
+    source: str | None,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
 ) -> None:
     """Write sessions with their messages as JSON lines, one session per line."""
     if session_id is not None and source is not None:
-        raise typer.BadParameter(
-            "filters an export of all sessions; not with an ID", param_hint="--source"
-        )
+        raise UsageError("--source filters an export of all sessions; not with an ID")
     target = None if output is None or str(output) == "-" else output  # None: stdout
     to_stdout = target is None
     if target is not None and not target.parent.is_dir():
@@ -544,10 +451,11 @@ def export(
                 count += 1
                 messages += len(record["messages"])
                 progress.advance(task)
-    summary = Text(
-        f"exported {count} session(s), {messages} message(s) to {'stdout' if to_stdout else output}"
+    say(
+        f"exported {count} session(s), {messages} message(s) to "
+        f"{'stdout' if to_stdout else output}",
+        stderr=to_stdout,
     )
-    (err if to_stdout else out).print(summary)
 
 
 @contextmanager
@@ -566,225 +474,40 @@ def _stdout_writer() -> Iterator[IO[str]]:
     sys.stdout.flush()
 
 
-_SESSION_COLUMNS = list(sessions_table.columns)
-_NON_EMPTY = ("id", "source", "role")
-_MESSAGE_COLUMNS = [c for c in messages_table.columns if c.name not in ("id", "session_id")]
-
-
-@dataclass
-class _Record:
-    line: int
-    session: dict[str, Any]
-    messages: list[dict[str, Any]]
-    message_ids: list[int] | None  # the file's ids, when every message has a distinct one
-
-
-def _column_value(column: Any, label: str, value: Any) -> Any:
-    """A value from the file checked against the column's type (None where nullable)."""
-    optional = bool(column.nullable) and column.name not in ("id",)
-    if value is None and not optional:
-        raise InvalidInputError(f"{label} is required")
-    if isinstance(column.type, Integer):
-        return int_arg(label, value, optional=optional)
-    if isinstance(column.type, REAL):
-        return number_arg(label, value, optional=optional)
-    return text_arg(label, value, optional=optional, non_empty=column.name in _NON_EMPTY)
-
-
-def _json_text(label: str, value: Any) -> str | None:
-    """A decoded JSON field of an export back to the text the store keeps.
-
-    Export decodes stored JSON and passes text that is not JSON through as
-    it is; so a string that does not parse is put back raw, anything else is
-    encoded again -- either way ``get_messages`` reads back the same value.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            json.loads(value)
-        except ValueError:
-            return text_arg(label, value)
-    try:
-        return text_arg(label, json.dumps(value, ensure_ascii=False, allow_nan=False))
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{label} is not JSON-serializable: {error}") from None
-
-
-def _parse_line(raw: bytes, line: int) -> _Record | None:
-    """One line of an export as checked rows; None for a blank line."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CliError(f"line {line}: not UTF-8 text ({error.reason})") from None
-    text = text.lstrip("\ufeff") if line == 1 else text
-    if not text.strip():
-        return None
-    try:
-        obj = json.loads(text)
-    except ValueError as error:
-        raise CliError(f"line {line}: not valid JSON ({error})") from None
-    if not isinstance(obj, dict):
-        raise CliError(f"line {line}: expected a JSON object, got {type(obj).__name__}")
-    try:
-        session: dict[str, Any] = {}
-        for column in _SESSION_COLUMNS:
-            if column.name not in obj and column.nullable and column.name != "id":
-                continue  # absent: the column's default applies
-            value = obj.get(column.name)
-            if column.name == "model_config" and value is not None and not isinstance(value, str):
-                value = json.dumps(value, ensure_ascii=False)
-            session[column.name] = _column_value(column, column.name, value)
-        raw_messages = obj.get("messages", [])
-        if not isinstance(raw_messages, list):
-            raise InvalidInputError(f"messages must be a list, got {type(raw_messages).__name__}")
-        messages = []
-        ids: list[Any] = []
-        for index, message in enumerate(raw_messages):
-            label = f"messages[{index}]."
-            if not isinstance(message, dict):
-                raise InvalidInputError(
-                    f"messages[{index}] must be an object, got {type(message).__name__}"
-                )
-            row: dict[str, Any] = {"session_id": session["id"]}
-            for column in _MESSAGE_COLUMNS:
-                value = message.get(column.name)
-                if column.name in JSON_MESSAGE_FIELDS:
-                    row[column.name] = _json_text(label + column.name, value)
-                else:
-                    row[column.name] = _column_value(column, label + column.name, value)
-            messages.append(row)
-            ids.append(message.get("id"))
-    except InvalidInputError as error:
-        raise CliError(f"line {line}: {error}") from None
-    keep_ids = (
-        all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in ids)
-        and len(set(ids)) == len(ids)
-        and bool(ids)
-    )
-    order = sorted(
-        range(len(messages)),
-        key=lambda i: (messages[i]["timestamp"], ids[i] if keep_ids else i),
-    )
-    return _Record(
-        line=line,
-        session=session,
-        messages=[messages[i] for i in order],
-        message_ids=[ids[i] for i in order] if keep_ids else None,
-    )
-
-
-def _records(path: Path) -> Iterator[_Record]:
-    with path.open("rb") as handle:
-        for line, raw in enumerate(handle, start=1):
-            record = _parse_line(raw, line)
-            if record is not None:
-                yield record
-
-
-@dataclass
-class _ImportResult:
-    sessions: int = 0
-    messages: int = 0
-    skipped: int = 0
-    renumbered: int = 0
-    warnings: list[str] = field(default_factory=list)
-    pending_parents: dict[str, str] = field(default_factory=dict)
-
-
-def _ids_free(uow: UnitOfWork, ids: list[int]) -> bool:
-    """True when no stored message has an id in the range of ``ids``."""
-    statement = (
-        select(messages_table.c.id).where(messages_table.c.id.between(min(ids), max(ids))).limit(1)
-    )
-    return uow.connection.execute(statement).first() is None
-
-
-def _import_one(uow: UnitOfWork, record: _Record, result: _ImportResult) -> None:
-    # Here, not at the top: the repositories build their statements at import,
-    # which a reading command such as ``current`` would pay for nothing.
-    from hermes_store.repositories.messages import insert_rows
-    from hermes_store.repositories.sessions import insert_session_row
-
-    values = dict(record.session)
-    session_id = values["id"]
-    if uow.sessions.exists(session_id):
-        result.skipped += 1
-        return
-    parent = values.get("parent_session_id")
-    if parent is not None and not uow.sessions.exists(parent):
-        values["parent_session_id"] = None  # linked once the parent is in the store
-        result.pending_parents[session_id] = parent
-    title = values.get("title")
-    if title is not None:
-        owner = uow.sessions.title_owner(title, excluding=session_id)
-        if owner is not None:
-            values["title"] = None
-            result.warnings.append(
-                f"line {record.line}: title {title!r} already belongs to session {owner}; "
-                f"session {session_id} imported without a title"
-            )
-    insert_session_row(uow.connection, uow.layout, values)
-    rows = record.messages
-    if record.message_ids is not None and _ids_free(uow, record.message_ids):
-        rows = [{**row, "id": i} for row, i in zip(rows, record.message_ids, strict=True)]
-    elif rows:
-        result.renumbered += 1
-    insert_rows(uow.connection, uow.layout, rows)
-    result.sessions += 1
-    result.messages += len(rows)
-
-
-def _link_parents(uow: UnitOfWork, result: _ImportResult) -> None:
-    for child, parent in list(result.pending_parents.items()):
-        if uow.sessions.exists(parent):
-            uow.connection.execute(
-                update(sessions_table)
-                .where(sessions_table.c.id == child)
-                .values(parent_session_id=parent)
-            )
-            del result.pending_parents[child]
-
-
-BATCH_SESSIONS = 200
-BATCH_MESSAGES = 5000
-
-
-@app.command("import")
-def import_(
-    file: Annotated[
-        Path, typer.Argument(metavar="FILE", help="JSONL file written by 'export'.", dir_okay=False)
-    ],
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-) -> None:
+def import_(*, file: Path, db: Path | None, url: str | None, patience: float | None) -> None:
     """Add the sessions of an export; a session id already in the store is skipped."""
+    from hermes_store.api.cli_import import (
+        BATCH_MESSAGES,
+        BATCH_SESSIONS,
+        ImportResult,
+        Record,
+        import_one,
+        link_parents,
+        records,
+    )
+
     target = _target(db, url, patience)
     if not file.is_file():
         raise CliError(f"{'not a regular file' if file.exists() else 'no such file'}: {file}")
     # Check every line before writing anything: a bad line names itself, the store stays as it was.
     try:
-        total = sum(1 for _ in _records(file))
+        total = sum(1 for _ in records(file))
     except CliError as error:
         raise CliError(f"{file} {error}; nothing was imported") from None
-    result = _ImportResult()
+    result = ImportResult()
     with _open(target, create=True) as store, _progress() as progress:
         task = progress.add_task("importing", total=total)
-        batch: list[_Record] = []
-        batch_messages = 0
+        batch: list[Record] = []
 
         def flush() -> None:
-            nonlocal batch_messages
             with store.write() as uow:
                 for record in batch:
-                    _import_one(uow, record, result)
-                _link_parents(uow, result)
+                    import_one(uow, record, result)
+                link_parents(uow, result)
             progress.advance(task, len(batch))
             batch.clear()
-            batch_messages = 0
 
-        for record in _records(file):
+        for record in records(file):
             batch.append(record)
             if (
                 len(batch) >= BATCH_SESSIONS
@@ -794,45 +517,22 @@ def import_(
         if batch:
             flush()
     for warning in result.warnings[:10]:
-        err.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+        warn(warning)
     if len(result.warnings) > 10:
-        err.print(Text(f"warning: ... and {len(result.warnings) - 10} more", style="yellow"))
+        warn(f"... and {len(result.warnings) - 10} more")
     if result.pending_parents:
         orphans = ", ".join(sorted(result.pending_parents)[:5])
-        err.print(
-            Text(
-                f"warning: {len(result.pending_parents)} session(s) imported without their "
-                f"parent, which is neither in the file nor in the store: {orphans}",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        warn(
+            f"{len(result.pending_parents)} session(s) imported without their "
+            f"parent, which is neither in the file nor in the store: {orphans}"
         )
-    out.print(
-        Text(
-            f"imported {result.sessions} session(s), {result.messages} message(s) from {file}; "
-            f"skipped {result.skipped} already present"
-        )
+    say(
+        f"imported {result.sessions} session(s), {result.messages} message(s) from {file}; "
+        f"skipped {result.skipped} already present"
     )
 
 
-@app.command("copy")
-def copy_(
-    source: Annotated[
-        str,
-        typer.Option("--from", help="Store to copy: a SQLite path or URL.", show_default=False),
-    ],
-    destination: Annotated[
-        str,
-        typer.Option(
-            "--to",
-            help="Store to copy into, e.g. postgresql+psycopg://user@host/db (created if empty).",
-            show_default=False,
-        ),
-    ],
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", min=1, help="Rows per transaction.")
-    ] = 1000,
-) -> None:
+def copy_(*, source: str, destination: str, batch_size: int) -> None:
     """Copy every session and message into another store (SQLite -> PostgreSQL); idempotent."""
     from hermes_store.tools.copy import copy_store
 
@@ -843,21 +543,17 @@ def copy_(
     with _progress() as progress:
         tasks: dict[str, Any] = {}
 
-        def show(phase: str, done: int, total: int) -> None:
+        def progressed(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
                 tasks[phase] = progress.add_task(f"copying {phase}", total=total)
             progress.update(tasks[phase], completed=done, total=total)
 
-        report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=show)
+        report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=progressed)
     if report.dangling_parents:
         names = ", ".join(report.dangling_parents[:5])
-        err.print(
-            Text(
-                f"warning: {len(report.dangling_parents)} session(s) name a parent that is not "
-                f"in the source and were copied without it: {names}",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        warn(
+            f"{len(report.dangling_parents)} session(s) name a parent that is not "
+            f"in the source and were copied without it: {names}"
         )
     there_already = (
         " (the rest were there already)"
@@ -865,33 +561,26 @@ def copy_(
         != (report.sessions_total, report.messages_total)
         else ""
     )
-    out.print(
-        Text(
-            f"copied {report.sessions_copied} of {report.sessions_total} session(s) and "
-            f"{report.messages_copied} of {report.messages_total} message(s) to "
-            f"{goal.describe()}{there_already}; verified: every session "
-            "is there with the same number of messages"
-        ),
-        soft_wrap=True,
+    say(
+        f"copied {report.sessions_copied} of {report.sessions_total} session(s) and "
+        f"{report.messages_copied} of {report.messages_total} message(s) to "
+        f"{goal.describe()}{there_already}; verified: every session "
+        "is there with the same number of messages"
     )
 
 
 # ----------------------------------------------------------------------
 # cleanup
 # ----------------------------------------------------------------------
-@app.command()
 def prune(
-    older_than: Annotated[
-        float, typer.Option("--older-than", min=0, help="Age in days (by start time).")
-    ],
-    source: Annotated[str | None, typer.Option(help="Only sessions of this source.")] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
-    ] = False,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+    *,
+    older_than: float,
+    source: str | None,
+    dry_run: bool,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
 ) -> None:
     """Delete ended sessions older than N days; their children are kept, as roots."""
     from hermes_store.uow.pruning import prune_in_batches
@@ -910,41 +599,32 @@ def prune(
             rows = [session.as_dict() for session in found if session is not None]
         count = len(rows) if dry_run else prune_in_batches(store, plan=plan)
     if as_json:
-        render.write_json({"dry_run": dry_run, "count": count, "sessions": rows})
+        write_json({"dry_run": dry_run, "count": count, "sessions": rows})
         return
     verb = "would prune" if dry_run else "pruned"
     scope = f" of source {source!r}" if source else ""
     heading = f"{verb} {count} ended session(s){scope} older than {older_than:g} day(s)"
     if rows:
-        out.print(render.prunable_table(rows, heading))
+        show(render.prunable_table(rows, heading))
     else:
-        out.print(Text(heading))
+        say(heading)
 
 
-@app.command()
-def delete(
-    session_id: SessionIdArgument,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-) -> None:
+def delete(*, session_id: str, db: Path | None, url: str | None, patience: float | None) -> None:
     """Delete a session and its messages; sessions split off it become roots."""
     with _session_db(_target(db, url, patience)) as sdb:
         if not sdb.delete_session(session_id):
             raise SessionNotFoundError(session_id)
-    out.print(Text(f"deleted session {session_id}"))
+    say(f"deleted session {session_id}")
 
 
-@app.command()
 def title(
-    session_id: SessionIdArgument,
-    new_title: Annotated[
-        str | None,
-        typer.Argument(help="New title ('' clears it); omit to print the current one."),
-    ] = None,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
+    *,
+    session_id: str,
+    new_title: str | None,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
 ) -> None:
     """Print or set a session's title (unique among sessions, at most 100 characters)."""
     with _session_db(_target(db, url, patience)) as sdb:
@@ -954,26 +634,24 @@ def title(
     if session is None:
         raise SessionNotFoundError(session_id)
     if new_title is None:
-        out.print(Text(session["title"] or "(no title)"))
+        say(session["title"] or "(no title)")
     elif session["title"] is None:
-        out.print(Text(f"title of {session_id} cleared"))
+        say(f"title of {session_id} cleared")
     else:
-        out.print(Text(f"title of {session_id}: {session['title']}"))
+        say(f"title of {session_id}: {session['title']}")
 
 
 # ----------------------------------------------------------------------
 # health
 # ----------------------------------------------------------------------
-@app.command()
 def check(
-    repair: Annotated[
-        bool, typer.Option("--repair", help="Recompute counters and rebuild stale search indexes.")
-    ] = False,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
-) -> None:
+    *,
+    repair: bool,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
+) -> int | None:
     """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
     from hermes_store.tools.check import check as run_check
 
@@ -981,43 +659,39 @@ def check(
     with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
         report = run_check(store, repair=repair)
     if as_json:
-        render.write_json({**asdict(report), "ok": report.ok})
-    else:
-        integrity = "; ".join(report.integrity[:3]) if report.integrity else None
-        if integrity and len(report.integrity) > 3:
-            integrity += f" (and {len(report.integrity) - 3} more)"
-        out.print(render.status_line("integrity", integrity))
-        if report.damage is not None:
-            _print_damage(report.damage)
-            raise typer.Exit(1)
-        fk = f"{len(report.foreign_keys)} dangling reference(s)" if report.foreign_keys else None
-        out.print(render.status_line("foreign keys", fk))
-        out.print(render.status_line("full-text index", report.fts, report.rebuilt_fts))
-        counted = f"{len(report.miscounted)} miscounted session(s)" if report.miscounted else None
-        out.print(render.status_line("counters", counted, bool(report.repaired_counters)))
-        if report.miscounted:
-            out.print(render.miscounted_table(report.miscounted))
-        totals = "; ".join(report.totals) if report.totals else None
-        out.print(render.status_line("kept totals", totals, report.repaired_totals))
-        if report.ok:
-            out.print(Text("ok", style="bold green"))
-        else:
-            hint = "" if repair else "; 'hermes-store check --repair' mends counters and indexes"
-            out.print(Text(f"problems found{hint}", style="bold red"))
-    if not report.ok:
-        raise typer.Exit(1)
+        write_json({**asdict(report), "ok": report.ok})
+        return None if report.ok else 1
+    integrity = "; ".join(report.integrity[:3]) if report.integrity else None
+    if integrity and len(report.integrity) > 3:
+        integrity += f" (and {len(report.integrity) - 3} more)"
+    show(render.status_line("integrity", integrity))
+    if report.damage is not None:
+        _print_damage(report.damage)
+        return 1
+    fk = f"{len(report.foreign_keys)} dangling reference(s)" if report.foreign_keys else None
+    show(render.status_line("foreign keys", fk))
+    show(render.status_line("full-text index", report.fts, report.rebuilt_fts))
+    counted = f"{len(report.miscounted)} miscounted session(s)" if report.miscounted else None
+    show(render.status_line("counters", counted, bool(report.repaired_counters)))
+    if report.miscounted:
+        show(render.miscounted_table(report.miscounted))
+    totals = "; ".join(report.totals) if report.totals else None
+    show(render.status_line("kept totals", totals, report.repaired_totals))
+    if report.ok:
+        say(("ok", "bold green"))
+        return None
+    hint = "" if repair else "; 'hermes-store check --repair' mends counters and indexes"
+    say((f"problems found{hint}", "bold red"))
+    return 1
 
 
-@app.command()
 def optimize(
-    no_vacuum: Annotated[
-        bool,
-        typer.Option("--no-vacuum", help="Only merge the search indexes; keep the file's size."),
-    ] = False,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
-    as_json: JsonOption = False,
+    *,
+    no_vacuum: bool,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
 ) -> None:
     """Give space back: merge the search indexes (FTS optimize), then VACUUM the file.
 
@@ -1038,43 +712,24 @@ def optimize(
         layout = uow.layout
     report = run_optimize(path, layout, vacuum=not no_vacuum, patience_s=store.policy.patience_s)
     if as_json:
-        render.write_json(report.as_dict())
+        write_json(report.as_dict())
         return
-    out.print(Text(f"{path}: {report.before_bytes / 1e6:,.1f} MB before"))
+    say(f"{path}: {report.before_bytes / 1e6:,.1f} MB before")
     for step in report.steps:
-        out.print(
-            Text(
-                f"  {step.name}: {step.seconds:.1f} s, file {step.file_bytes / 1e6:,.1f} MB, "
-                f"free {step.free_bytes / 1e6:,.1f} MB"
-            )
+        say(
+            f"  {step.name}: {step.seconds:.1f} s, file {step.file_bytes / 1e6:,.1f} MB, "
+            f"free {step.free_bytes / 1e6:,.1f} MB"
         )
     for note in report.notes:
-        out.print(Text(f"  note: {note}"))
-    out.print(
-        Text(
-            f"{report.after_bytes / 1e6:,.1f} MB after: "
-            f"{report.given_back_bytes / 1e6:,.1f} MB given back"
-        )
+        say(f"  note: {note}")
+    say(
+        f"{report.after_bytes / 1e6:,.1f} MB after: "
+        f"{report.given_back_bytes / 1e6:,.1f} MB given back"
     )
 
 
-@app.command("backup")
 def backup_(
-    to: Annotated[
-        Path | None,
-        typer.Option(
-            "--to",
-            help="Directory for the backups \\[default: $HERMES_HOME/backups]",
-            file_okay=False,
-            show_default=False,
-        ),
-    ] = None,
-    keep: Annotated[
-        int, typer.Option("--keep", min=1, help="Backups to keep; older ones are deleted.")
-    ] = 3,
-    db: DbOption = None,
-    url: UrlOption = None,
-    patience: PatienceOption = None,
+    *, to: Path | None, keep: int, db: Path | None, url: str | None, patience: float | None
 ) -> None:
     """Copy the store, while agents keep writing, into a verified 0600 backup; keep N."""
     from hermes_store.tools.backup import backup
@@ -1082,81 +737,308 @@ def backup_(
     target = _target(db, url, patience)
     report = backup(target.url, to, keep=keep)
     removed = f"; removed {len(report.removed)} older backup(s)" if report.removed else ""
-    out.print(
-        Text(
-            f"backed up {target.describe()} to {report.path} ({report.bytes / 1e6:.1f} MB, "
-            f"{report.sessions} sessions, {report.messages} messages, verified, "
-            f"{report.seconds:.2f} s){removed}"
-        ),
-        soft_wrap=True,
+    say(
+        f"backed up {target.describe()} to {report.path} ({report.bytes / 1e6:.1f} MB, "
+        f"{report.sessions} sessions, {report.messages} messages, verified, "
+        f"{report.seconds:.2f} s){removed}"
     )
 
 
-@app.command("recover")
-def recover_(
-    source: Annotated[
-        Path,
-        typer.Option("--from", help="The damaged state.db (only read).", dir_okay=False),
-    ],
-    destination: Annotated[
-        Path,
-        typer.Option("--to", help="The new file to write (must not exist).", dir_okay=False),
-    ],
-    as_json: JsonOption = False,
-) -> None:
+def recover_(*, source: Path, destination: Path, as_json: bool) -> None:
     """Salvage every readable session and message of a damaged file into a new store."""
     from hermes_store.tools.recovery.recover import recover
 
     report = recover(source, destination)
     if as_json:
-        render.write_json(asdict(report))
+        write_json(asdict(report))
         return
-    out.print(render.recovery_summary(report), soft_wrap=True)
+    show(render.recovery_summary(report), soft_wrap=True)
 
 
 def _print_damage(damage: Any) -> None:
     """The survey of a damaged file: its damaged trees, what reads, what to do."""
-    out.print(render.damage_table(damage.trees))
-    out.print(
-        Text(
-            f"readable: {damage.sessions_readable} of {damage.sessions_claimed} session(s); "
-            f"{damage.messages_readable} message(s), where the counters claim "
-            f"{damage.messages_claimed} and the index lists {damage.messages_indexed}"
-            + (
-                f" ({damage.orphan_rows} only by reading pages past the damage)"
-                if damage.orphan_rows
-                else ""
-            )
-        ),
-        soft_wrap=True,
+    show(render.damage_table(damage.trees))
+    say(
+        f"readable: {damage.sessions_readable} of {damage.sessions_claimed} session(s); "
+        f"{damage.messages_readable} message(s), where the counters claim "
+        f"{damage.messages_claimed} and the index lists {damage.messages_indexed}"
+        + (
+            f" ({damage.orphan_rows} only by reading pages past the damage)"
+            if damage.orphan_rows
+            else ""
+        )
     )
-    out.print(Text(f"damaged pages: {damage.next_step}", style="bold red"), soft_wrap=True)
+    say((f"damaged pages: {damage.next_step}", "bold red"))
 
 
-@app.command()
-def demo(db: DbOption = None, url: UrlOption = None, patience: PatienceOption = None) -> None:
+def demo(*, db: Path | None, url: str | None, patience: float | None) -> int:
     """Write a demo session with a tool call and a continuation, then search it."""
     from hermes_store.api.demo import run
 
     with _session_db(_target(db, url, patience), create=True) as sdb:
-        code = run(sdb)
-    raise typer.Exit(code)
+        return run(sdb)
+
+
+# ----------------------------------------------------------------------
+# the grammar
+# ----------------------------------------------------------------------
+def _source(help: str) -> Any:
+    return arg("--source", metavar="SOURCE", help=help)
+
+
+def _repeatable(name: str, help: str) -> Any:
+    return arg(name, action="append", metavar=name.lstrip("-").split("-")[-1].upper(), help=help)
+
+
+COMMANDS = (
+    Command("upgrade", upgrade, STORE),
+    Command("current", current, (*STORE, JSON)),
+    Command(
+        "sessions",
+        sessions,
+        (
+            _source("Only sessions of this source."),
+            _repeatable("--exclude-source", "Leave out this source (repeatable)."),
+            arg(
+                "--limit", type=non_negative_int, default=20, metavar="N", help="How many sessions."
+            ),
+            arg(
+                "--offset",
+                type=non_negative_int,
+                default=0,
+                metavar="N",
+                help="Skip this many first.",
+            ),
+            arg(
+                "--include-children",
+                action="store_true",
+                help="Also list child sessions (subagents, branches, continuations), "
+                "each as it is.",
+            ),
+            arg(
+                "--tips",
+                action=argparse.BooleanOptionalAction,
+                default=True,
+                help="List a compressed conversation under its newest continuation "
+                "(--no-tips: as its first session).",
+            ),
+            *STORE,
+            JSON,
+        ),
+    ),
+    Command("show", show_, (SESSION_ID, *STORE, JSON)),
+    Command("lineage", lineage, (SESSION_ID, *STORE, JSON)),
+    Command(
+        "search",
+        search,
+        (
+            arg(
+                "query",
+                metavar="QUERY",
+                help='FTS5 query: words, "phrases", OR, NOT, -word, prefix*.',
+            ),
+            _repeatable("--source", "Only this source (repeatable)."),
+            _repeatable("--exclude-source", "Not this source (repeatable)."),
+            _repeatable("--role", "Only this role (repeatable)."),
+            arg("--limit", type=non_negative_int, default=20, metavar="N", help="How many hits."),
+            arg(
+                "--offset",
+                type=non_negative_int,
+                default=0,
+                metavar="N",
+                help="Skip this many first.",
+            ),
+            *STORE,
+            JSON,
+        ),
+    ),
+    Command(
+        "stats",
+        stats,
+        (
+            arg(
+                "--top",
+                type=non_negative_int,
+                default=10,
+                metavar="N",
+                help="How many top sessions by tokens.",
+            ),
+            *STORE,
+            JSON,
+        ),
+    ),
+    Command(
+        "export",
+        export,
+        (
+            arg(
+                "session_id",
+                nargs="?",
+                metavar="ID",
+                help="One session; every session when omitted.",
+            ),
+            arg(
+                "--out",
+                "-o",
+                dest="output",
+                type=file_path,
+                metavar="FILE",
+                help="JSONL file to write [default: stdout]",
+            ),
+            _source("Only sessions of this source."),
+            *STORE,
+        ),
+    ),
+    Command(
+        "import",
+        import_,
+        (
+            arg("file", type=file_path, metavar="FILE", help="JSONL file written by 'export'."),
+            *STORE,
+        ),
+    ),
+    Command(
+        "copy",
+        copy_,
+        (
+            arg(
+                "--from",
+                dest="source",
+                required=True,
+                metavar="STORE",
+                help="Store to copy: a SQLite path or URL.",
+            ),
+            arg(
+                "--to",
+                dest="destination",
+                required=True,
+                metavar="STORE",
+                help="Store to copy into, e.g. postgresql+psycopg://user@host/db "
+                "(created if empty).",
+            ),
+            arg(
+                "--batch-size",
+                type=positive_int,
+                default=1000,
+                metavar="N",
+                help="Rows per transaction.",
+            ),
+        ),
+    ),
+    Command(
+        "prune",
+        prune,
+        (
+            arg(
+                "--older-than",
+                type=non_negative_float,
+                required=True,
+                metavar="DAYS",
+                help="Age in days (by start time).",
+            ),
+            _source("Only sessions of this source."),
+            arg(
+                "--dry-run", action="store_true", help="List what would be deleted; delete nothing."
+            ),
+            *STORE,
+            JSON,
+        ),
+    ),
+    Command("delete", delete, (SESSION_ID, *STORE)),
+    Command(
+        "title",
+        title,
+        (
+            SESSION_ID,
+            arg(
+                "new_title",
+                nargs="?",
+                metavar="TITLE",
+                help="New title ('' clears it); omit to print the current one.",
+            ),
+            *STORE,
+        ),
+    ),
+    Command(
+        "check",
+        check,
+        (
+            arg(
+                "--repair",
+                action="store_true",
+                help="Recompute counters and rebuild stale search indexes.",
+            ),
+            *STORE,
+            JSON,
+        ),
+    ),
+    Command(
+        "optimize",
+        optimize,
+        (
+            arg(
+                "--no-vacuum",
+                action="store_true",
+                help="Only merge the search indexes; keep the file's size.",
+            ),
+            *STORE,
+            JSON,
+        ),
+    ),
+    Command(
+        "backup",
+        backup_,
+        (
+            arg(
+                "--to",
+                type=directory_path,
+                metavar="DIR",
+                help="Directory for the backups [default: $HERMES_HOME/backups]",
+            ),
+            arg(
+                "--keep",
+                type=positive_int,
+                default=3,
+                metavar="N",
+                help="Backups to keep; older ones are deleted.",
+            ),
+            *STORE,
+        ),
+    ),
+    Command(
+        "recover",
+        recover_,
+        (
+            arg(
+                "--from",
+                dest="source",
+                type=file_path,
+                required=True,
+                metavar="FILE",
+                help="The damaged state.db (only read).",
+            ),
+            arg(
+                "--to",
+                dest="destination",
+                type=file_path,
+                required=True,
+                metavar="FILE",
+                help="The new file to write (must not exist).",
+            ),
+            JSON,
+        ),
+    ),
+    Command("demo", demo, STORE),
+)
+"""Every command, in the order ``hermes-store --help`` lists them."""
 
 
 # ----------------------------------------------------------------------
 # entry point
 # ----------------------------------------------------------------------
-def _one_line(message: object) -> str:
-    return " ".join(str(message).split())
-
-
 def _database_message(error: SQLAlchemyError) -> str:
     original = getattr(error, "orig", None)
-    return f"database error: {_one_line(original if original is not None else error)}"
-
-
-def fail(message: str) -> None:
-    err.print(Text(f"error: {_one_line(message)}", style="bold red"), soft_wrap=True)
+    return f"database error: {original if original is not None else error}"
 
 
 class _ReaderLeft(Exception):
@@ -1166,9 +1048,10 @@ class _ReaderLeft(Exception):
 class _PipeAwareStdout:
     """stdout, but a closed pipe raises :class:`_ReaderLeft` instead of ``BrokenPipeError``.
 
-    Click catches ``BrokenPipeError`` itself and exits 1; a Unix tool whose
-    reader left ends quietly, with status 141 (SIGPIPE) or 0. Everything else
-    is the real stream's.
+    A ``BrokenPipeError`` can surface anywhere a line is written, or at
+    Python's own flush at exit (a traceback); a Unix tool whose reader left
+    ends quietly, with status 141 (SIGPIPE) or 0. Everything else is the real
+    stream's.
     """
 
     def __init__(self, stream: IO[str]) -> None:
@@ -1190,57 +1073,55 @@ class _PipeAwareStdout:
         return getattr(self._stream, name)
 
 
-def _app_for(argv: list[str]) -> typer.Typer:
-    """``app`` with only the command ``argv`` names, when it names one; else the whole ``app``.
-
-    typer builds the click command of every registered command at each start,
-    reading each function's signature and annotations: about 30 ms for the
-    twenty commands, a tenth of ``import sqlalchemy``, spent to run one of
-    them. A copy that holds only the named command (and the group's callback,
-    so ``--version`` and usage lines stay the group's) parses and runs it the
-    same way. Anything else -- no command, ``--help``, a typo -- gets the whole
-    app, which lists and suggests every command.
-    """
-    if len(argv) < 2:
-        return app
-    chosen = [
-        info
-        for info in app.registered_commands
-        if info.callback is not None
-        and (info.name or typer.main.get_command_name(info.callback.__name__)) == argv[1]
-    ]
-    if len(chosen) != 1:
-        return app
-    single = copy.copy(app)
-    single.registered_commands = chosen
-    return single
+def _run(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run its command; the exit status (argparse exits itself on usage)."""
+    parser = build_parser("hermes-store", DESCRIPTION, named(argv, COMMANDS), _version)
+    if not argv:
+        parser.print_help()
+        return 2
+    options = vars(parser.parse_args(argv))
+    command: Command | None = options.pop("_command", None)
+    subparser: argparse.ArgumentParser | None = options.pop("_parser", None)
+    if command is None or subparser is None:  # options, no command
+        parser.print_help()
+        return 2
+    try:
+        return command.run(**options) or 0
+    except UsageError as error:
+        subparser.error(str(error))  # exits 2
 
 
-def main() -> None:
-    """Console script ``hermes-store``."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console script ``hermes-store``: exits with the command's status (0: returns)."""
+    real_stdout = sys.stdout
     # Not a TextIO: it hands what it does not override to the real stream. Older
     # typeshed types sys.stdout as a plain TextIO (an error there, unused here).
-    sys.stdout = _PipeAwareStdout(sys.stdout)  # type: ignore[assignment, unused-ignore]
+    sys.stdout = _PipeAwareStdout(real_stdout)  # type: ignore[assignment, unused-ignore]
     try:
-        _app_for(sys.argv)()
+        code = _run(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()
     except (CliError, StoreError) as error:
         fail(str(error))
+        code = 1
     except SQLAlchemyError as error:
         fail(_database_message(error))
+        code = 1
     except (_ReaderLeft, BrokenPipeError):
         # The rest of the output goes nowhere, including Python's flush at exit.
         if sys.__stdout__ is not None:  # None only without a console (pythonw)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
-        sys.exit(141)
+        code = 141
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
         fail(f"{error.strerror or error}{where}")
+        code = 1
     except KeyboardInterrupt:
         fail("interrupted")
-        sys.exit(130)
-    else:  # pragma: no cover - app() always exits through SystemExit
-        return
-    sys.exit(1)
+        code = 130
+    finally:
+        sys.stdout = real_stdout
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""How ``hermes-store`` shows things: rich tables, trees and highlighted snippets.
+"""How ``hermes-store`` shows a session, a lineage, reports and surveys: rich tables and trees.
+
+Imported only by the commands that print one (``sessions`` and ``search``
+draw theirs in plain text, :mod:`.cli_table`, to start fast).
 
 Everything that comes out of the store (titles, message content, snippets) is
 user data and may contain rich markup such as ``[bold]``; it only ever enters
@@ -8,9 +11,7 @@ a :class:`rich.text.Text` as plain text, never as markup.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from rich.console import Console, Group
@@ -19,62 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-MATCH_OPEN = ">>>"
-MATCH_CLOSE = "<<<"
-MATCH_STYLE = "bold black on yellow"
-ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
-NONE = "—"
-
-
-# ----------------------------------------------------------------------
-# small formatters
-# ----------------------------------------------------------------------
-def when(timestamp: float | None) -> str:
-    """A Unix epoch float as local ``YYYY-MM-DD HH:MM``; a dash when unknown."""
-    if timestamp is None:
-        return NONE
-    try:
-        return datetime.fromtimestamp(float(timestamp)).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError, TypeError):
-        return str(timestamp)
-
-
-def number(value: int | float | None) -> str:
-    return NONE if value is None else f"{int(value):,}"
-
-
-def cost(value: float | None) -> str:
-    return NONE if value is None else f"${float(value):,.4f}"
-
-
-def one_line(text: str | None) -> str:
-    """Whitespace (newlines included) folded to single spaces."""
-    return " ".join((text or "").split())
-
-
-def write_json(value: Any) -> None:
-    """Machine output: plain JSON on stdout, never through rich (no wrapping, no markup)."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
-    sys.stdout.flush()
-
-
-def highlight_snippet(snippet: str | None) -> Text:
-    """An FTS5 snippet with its ``>>>match<<<`` markers turned into highlighting."""
-    result = Text()
-    rest = one_line(snippet)
-    while rest:
-        start = rest.find(MATCH_OPEN)
-        if start < 0:
-            result.append(rest)
-            break
-        end = rest.find(MATCH_CLOSE, start + len(MATCH_OPEN))
-        if end < 0:  # an unclosed marker: show the text as it is
-            result.append(rest)
-            break
-        result.append(rest[:start])
-        result.append(rest[start + len(MATCH_OPEN) : end], style=MATCH_STYLE)
-        rest = rest[end + len(MATCH_CLOSE) :]
-    return result
+from hermes_store.api.cli_table import ROLE_STYLES, cost, number, when
 
 
 def _role(role: str | None) -> Text:
@@ -84,28 +30,6 @@ def _role(role: str | None) -> Text:
 # ----------------------------------------------------------------------
 # sessions
 # ----------------------------------------------------------------------
-def sessions_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title=f"{len(rows)} session(s), newest first", title_justify="left")
-    table.add_column("id", overflow="fold", style="bold")
-    table.add_column("title", overflow="fold")
-    table.add_column("source")
-    table.add_column("model", overflow="fold")
-    table.add_column("preview", overflow="ellipsis", ratio=1)
-    table.add_column("last active", no_wrap=True)
-    table.add_column("messages", justify="right")
-    for row in rows:
-        table.add_row(
-            Text(str(row["id"])),
-            Text(row.get("title") or ""),
-            Text(row.get("source") or ""),
-            Text(row.get("model") or ""),
-            Text(one_line(row.get("preview"))),
-            when(row.get("last_active")),
-            number(row.get("message_count")),
-        )
-    return table
-
-
 _SESSION_FIELDS = (
     ("title", "title"),
     ("source", "source"),
@@ -229,29 +153,6 @@ def lineage_tree(
 
     grow(node, session_id)
     return tree
-
-
-# ----------------------------------------------------------------------
-# search
-# ----------------------------------------------------------------------
-def search_table(hits: Sequence[Mapping[str, Any]], query: str, offset: int) -> Table:
-    first, last = offset + 1, offset + len(hits)
-    title = f"{len(hits)} hit(s) for {query!r}" + (f", #{first}–#{last}" if offset else "")
-    table = Table(title=title, title_justify="left")
-    table.add_column("session", overflow="fold", style="bold")
-    table.add_column("role")
-    table.add_column("source")
-    table.add_column("when", no_wrap=True)
-    table.add_column("snippet", ratio=1, overflow="fold")
-    for hit in hits:
-        table.add_row(
-            Text(str(hit["session_id"])),
-            _role(hit.get("role")),
-            Text(hit.get("source") or ""),
-            when(hit.get("timestamp")),
-            highlight_snippet(hit.get("snippet")),
-        )
-    return table
 
 
 # ----------------------------------------------------------------------

@@ -1,0 +1,99 @@
+"""Where ``hermes-store`` writes: plain lines, colored only for a terminal, and rich on demand.
+
+Most commands answer in a line or three; rich's console costs more to import
+than ``current`` takes to read the file, so lines are written straight to
+the stream, with a few ANSI styles when the stream is a terminal (or
+``FORCE_COLOR`` asks for them, and ``NO_COLOR`` does not forbid them: the
+conventions rich follows too). Tables, trees and progress bars still come
+from rich: :func:`console` creates its console the first time one is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+PIPED_WIDTH = 160
+"""Width of tables written to a pipe or file, where rich would otherwise assume 80 columns."""
+
+_SGR = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "black": "30",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "magenta": "35",
+    "cyan": "36",
+    "on_yellow": "43",
+}
+
+
+def colored(stream: IO[str]) -> bool:
+    """Whether ``stream`` takes ANSI styles: a terminal, or FORCE_COLOR, and never NO_COLOR."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+def paint(text: str, style: str | None, stream: IO[str]) -> str:
+    """``text`` in ``style`` (words of :data:`_SGR`, e.g. ``"bold red"``) on a colored stream."""
+    if not style or not colored(stream):
+        return text
+    codes = ";".join(_SGR[word] for word in style.split())
+    return f"\x1b[{codes}m{text}\x1b[0m"
+
+
+def say(*parts: str | tuple[str, str | None], stderr: bool = False) -> None:
+    """One line of plain parts and ``(text, style)`` parts, never wrapped, never markup."""
+    stream = sys.stderr if stderr else sys.stdout
+    line = "".join(
+        part if isinstance(part, str) else paint(part[0], part[1], stream) for part in parts
+    )
+    stream.write(line + "\n")
+
+
+def write_json(value: Any) -> None:
+    """Machine output: plain JSON on stdout, never through rich (no wrapping, no markup)."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str) -> None:
+    """The one red line of a failed command, on stderr: whitespace folded, so it stays one."""
+    say(("error: " + " ".join(message.split()), "bold red"), stderr=True)
+
+
+def warn(message: str) -> None:
+    say((f"warning: {message}", "yellow"), stderr=True)
+
+
+_consoles: dict[bool, Console] = {}
+
+
+def console(*, stderr: bool = False) -> Console:
+    """rich's console for stdout (or stderr), created when a command first prints a table."""
+    if stderr not in _consoles:
+        from rich.console import Console
+
+        made = Console(stderr=stderr, highlight=False)
+        if not made.is_terminal and "COLUMNS" not in os.environ:
+            made.width = PIPED_WIDTH
+        _consoles[stderr] = made
+    return _consoles[stderr]
+
+
+def show(renderable: Any, *, soft_wrap: bool = False) -> None:
+    """Print a rich renderable (a table, a tree, a styled text) on stdout."""
+    console().print(renderable, soft_wrap=soft_wrap)
