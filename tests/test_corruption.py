@@ -55,6 +55,8 @@ ROW_TREES = (
     # revision 0011's: a page of root sessions walks these
     "idx_sessions_roots_listing",
     "idx_sessions_roots_source_listing",
+    # revision 0013's: a filtered search reads a match's role and session here
+    "idx_messages_search_filter",
     # revision 0011's totals, kept from these rows and read instead of them
     "message_total",
     "model_usage_totals",

@@ -13,8 +13,15 @@ from sqlalchemy import bindparam
 from sqlalchemy.sql.elements import BindParameter
 
 
-def filter_sql(sources: bool, excluded: bool, roles: bool) -> tuple[str, list[BindParameter[Any]]]:
-    """(``AND ...`` conditions on ``s.source``/``m.role``, their expanding parameters)."""
+def filter_sql(
+    sources: bool, excluded: bool, roles: bool, messages: str = "m"
+) -> tuple[str, list[BindParameter[Any]]]:
+    """(``AND ...`` conditions on ``s.source``/``m.role``, their expanding parameters).
+
+    ``messages`` is the alias whose ``role`` is tested: an index of roles
+    rather than the rows, where a statement has one (see
+    :func:`hermes_store.repositories.search._match_statement`).
+    """
     conditions: list[str] = []
     expanding: list[BindParameter[Any]] = []
     if sources:
@@ -24,6 +31,6 @@ def filter_sql(sources: bool, excluded: bool, roles: bool) -> tuple[str, list[Bi
         conditions.append("AND s.source NOT IN :p_excluded")
         expanding.append(bindparam("p_excluded", expanding=True))
     if roles:
-        conditions.append("AND m.role IN :p_roles")
+        conditions.append(f"AND {messages}.role IN :p_roles")
         expanding.append(bindparam("p_roles", expanding=True))
     return " ".join(conditions), expanding

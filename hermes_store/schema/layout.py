@@ -75,6 +75,8 @@ the usage per model, each in a table of ours kept by triggers in the file."""
 ROOTS_LISTING_INDEX = "idx_sessions_roots_listing"
 ROOTS_SOURCE_LISTING_INDEX = "idx_sessions_roots_source_listing"
 """Revision 0011's partial indexes of root sessions, which a default listing walks."""
+SEARCH_FILTER_INDEX = "idx_messages_search_filter"
+"""Revision 0013's (id, role, session_id) index: a filtered search tests its matches here."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,9 @@ class Layout:
     compares their SQL, in the statement that reads a total)."""
     roots_listing: bool = False
     """Revision 0011's partial indexes of root sessions are there (a listing names them)."""
+    search_filter: bool = False
+    """Revision 0013's index of each message's role and session is there (a filtered
+    search names it)."""
 
     # -- what the statements need to know --------------------------------
     @property
@@ -243,6 +248,7 @@ STANDARD = Layout(
     bigrams=True,
     kept_totals=True,
     roots_listing=True,
+    search_filter=True,
 )
 """A file at our head: the document's v6 tables, the word index, our trigram and pair indexes.
 
@@ -387,6 +393,7 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         kept_totals=kinds >= TOTALS_OBJECTS,
         roots_listing={("index", ROOTS_LISTING_INDEX), ("index", ROOTS_SOURCE_LISTING_INDEX)}
         <= kinds,
+        search_filter=("index", SEARCH_FILTER_INDEX) in kinds,
     )
 
 
