@@ -790,6 +790,11 @@ def _repeatable(name: str, help: str) -> Any:
     return arg(name, action="append", metavar=name.lstrip("-").split("-")[-1].upper(), help=help)
 
 
+OFFSET = arg(
+    "--offset", type=non_negative_int, default=0, metavar="N", help="Skip this many first."
+)
+
+
 COMMANDS = (
     Command("upgrade", upgrade, STORE),
     Command("current", current, (*STORE, JSON)),
@@ -802,13 +807,7 @@ COMMANDS = (
             arg(
                 "--limit", type=non_negative_int, default=20, metavar="N", help="How many sessions."
             ),
-            arg(
-                "--offset",
-                type=non_negative_int,
-                default=0,
-                metavar="N",
-                help="Skip this many first.",
-            ),
+            OFFSET,
             arg(
                 "--include-children",
                 action="store_true",
@@ -841,13 +840,7 @@ COMMANDS = (
             _repeatable("--exclude-source", "Not this source (repeatable)."),
             _repeatable("--role", "Only this role (repeatable)."),
             arg("--limit", type=non_negative_int, default=20, metavar="N", help="How many hits."),
-            arg(
-                "--offset",
-                type=non_negative_int,
-                default=0,
-                metavar="N",
-                help="Skip this many first.",
-            ),
+            OFFSET,
             *STORE,
             JSON,
         ),
