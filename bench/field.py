@@ -146,6 +146,14 @@ def print_prune(results: list[dict[str, Any]], optimize: list[dict[str, Any]]) -
             f"{ms(r['longest_append_after_s']):>11}ms {'<= ' + ms(r['target_s']) + 'ms':>9}  "
             f"{verdict}"
         )
+        if r.get("longest_wait_lock_s") is not None:
+            print(
+                f"{'':<34} longest: {ms(r['longest_wait_lock_s'])}ms waiting for the lock, "
+                f"{ms(r['longest_wait_checkpoint_s'])}ms in its checkpoint; "
+                f"{r['waits_over_100ms']} appends over 100ms; slowest lock wait "
+                f"{ms(r['slowest_lock_wait_s'])}ms, slowest checkpoint "
+                f"{ms(r['slowest_checkpoint_s'])}ms"
+            )
     if not optimize:
         return
     print("\nOptimize the pruned copy: plain sqlite3, step by step (no store command yet)")

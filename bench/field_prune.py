@@ -152,11 +152,11 @@ def prune_while_appending(
         appender.stdin.close()
         appender.wait(timeout=120)
     samples = report["samples"]
-    before = [d for s, d in samples if s + d < started]
-    overlapping = [(s, d) for s, d in samples if s < ended and s + d > started]
-    during = [d for _s, d in overlapping]
+    before = [d for s, d, *_ in samples if s + d < started]
+    overlapping = [sample for sample in samples if sample[0] < ended and sum(sample[:2]) > started]
+    during = [sample[1] for sample in overlapping]
     longest = max(overlapping, key=lambda sample: sample[1], default=None)
-    after = [d for s, d in samples if s >= ended]
+    after = [d for s, d, *_ in samples if s >= ended]
     return {
         "impl": impl,
         "pruned": pruned,
@@ -165,6 +165,12 @@ def prune_while_appending(
         "longest_wait_s": longest[1] if longest else None,
         # When the longest append began, counted from the prune's start.
         "longest_wait_began_s": longest[0] - started if longest else None,
+        # Its parts: the wait for the write lock, and the checkpoint after its commit.
+        "longest_wait_lock_s": longest[2] if longest else None,
+        "longest_wait_checkpoint_s": longest[3] if longest else None,
+        "waits_over_100ms": sum(1 for d in during if d > 0.1),
+        "slowest_checkpoint_s": max((sample[3] for sample in overlapping), default=None),
+        "slowest_lock_wait_s": max((sample[2] for sample in overlapping), default=None),
         "append_median_before_s": statistics.median(before) if before else None,
         "longest_append_after_s": max(after) if after else None,
         "appends_after": len(after),
