@@ -245,7 +245,7 @@ def test_batches_are_sized_by_the_text_they_delete(tmp_path: Path) -> None:
         costed = {entry[0]: entry for entry in _costed(store, plan)}
     finally:
         store.close()
-    assert sizes == {"short1": (3, 30), "long": (3, 15_000), "short2": (3, 30)}
+    assert sizes == {"short1": (3, 30, 0), "long": (3, 15_000, 0), "short2": (3, 30, 0)}
     assert costed["long"] == ("long", 3, 15_000 + 3 * COST_PER_MESSAGE)
     assert costed["short1"] == ("short1", 3, 30 + 3 * COST_PER_MESSAGE)
     assert costed["empty"] == ("empty", 0, COST_PER_MESSAGE)
@@ -258,6 +258,62 @@ def test_batches_are_sized_by_the_text_they_delete(tmp_path: Path) -> None:
         position += len(batch)
     assert ["long"] in batches  # alone (and so emptied in slices), though it has 3 messages
     assert sum(len(batch) for batch in batches) == 4
+
+
+def test_text_beyond_ascii_costs_more(tmp_path: Path) -> None:
+    """A CJK character costs what unindexing it costs: its two extra UTF-8 bytes weigh in."""
+    from hermes_store.uow.pruning import COST_PER_EXTRA_BYTE, COST_PER_MESSAGE, _costed
+
+    path = tmp_path / "state.db"
+    with SessionDB(path, clock=lambda: NOW - 40 * DAY) as db:
+        for session_id, content in (("latin", "deploy" * 10), ("cjk", "服务端部署" * 12)):
+            db.create_session(session_id, "cli")
+            db.append_messages(session_id, [{"role": "user", "content": content}])
+            db.end_session(session_id, "done")
+    store = Store(path, clock=lambda: NOW)
+    try:
+        with store.read() as uow:
+            plan = uow.sessions.prune_plan(30, None)[1]
+            assert uow.sessions.text_sizes(["latin", "cjk"]) == {
+                "latin": (1, 60, 0),
+                "cjk": (1, 60, 120),
+            }
+        costed = {entry[0]: entry for entry in _costed(store, plan)}
+    finally:
+        store.close()
+    assert costed["latin"] == ("latin", 1, 60 + COST_PER_MESSAGE)
+    assert costed["cjk"] == ("cjk", 1, 60 + 120 * COST_PER_EXTRA_BYTE + COST_PER_MESSAGE)
+
+
+def test_the_clock_cuts_a_batch_and_the_rest_go_next(tmp_path: Path) -> None:
+    """A batch stops deleting once its share of the target has passed; nothing is skipped."""
+    original = tmp_path / "original.db"
+    _build(original)
+    one, batched = tmp_path / "one.db", tmp_path / "batched.db"
+    shutil.copy(original, one)
+    shutil.copy(original, batched)
+    store = Store(one, clock=lambda: NOW)
+    try:
+        in_one = store.transact(lambda uow: uow.sessions.prune(30, None))
+    finally:
+        store.close()
+    progress: list[tuple[int, int]] = []
+    store = Store(batched, clock=lambda: NOW)
+    try:  # a budget for every session at once, and no time to spend: one session a batch
+        in_batches = prune_in_batches(
+            store,
+            30,
+            None,
+            first_budget=10**9,
+            target_s=1e-9,
+            pause_s=0,
+            after_batch=lambda *p: progress.append(p),
+        )
+    finally:
+        store.close()
+    assert in_one == in_batches > 20
+    assert [done for done, _ in progress] == list(range(1, in_batches + 1))
+    assert _contents(one) == _contents(batched)
 
 
 def test_the_pause_outlasts_the_poll_gap_of_a_writer_that_waited_through_the_batch() -> None:

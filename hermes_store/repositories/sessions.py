@@ -381,7 +381,8 @@ _BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
 # What deleting a session's messages costs scales with their text (each FTS index
 # tokenizes it again to delete it), which varies 15-fold between sessions.
 _TEXT_SIZES = text(
-    "SELECT session_id, COUNT(*), COALESCE(SUM(LENGTH(content)), 0) FROM messages "
+    "SELECT session_id, COUNT(*), COALESCE(SUM(LENGTH(content)), 0), "
+    "COALESCE(SUM(LENGTH(CAST(content AS BLOB)) - LENGTH(content)), 0) FROM messages "
     "WHERE session_id IN :p_ids GROUP BY session_id"
 ).bindparams(bindparam("p_ids", expanding=True))
 
@@ -716,22 +717,28 @@ class SessionRepository:
             refuse_broken_deletes(self._c, self._layout, chunk)
         return found
 
-    def text_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """Per session: how many messages it holds and the characters of their text.
+    def text_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """Per session: its messages, the characters of their text, and the bytes beyond one each.
 
-        Sessions with no message are left out. A prune in batches sizes its
-        batches by this (see :mod:`hermes_store.uow.pruning`).
+        The last is how much of the text is not ASCII (two more bytes for a
+        CJK character in UTF-8, one for an accented letter). Sessions with no
+        message are left out. A prune in batches sizes its batches by this
+        (see :mod:`hermes_store.uow.pruning`).
         """
         if not session_ids:
             return {}
         rows = self._c.execute(_TEXT_SIZES, {"p_ids": list(session_ids)})
-        return {row[0]: (int(row[1]), int(row[2])) for row in rows}
+        return {row[0]: (int(row[1]), int(row[2]), int(row[3])) for row in rows}
 
-    def prune_batch(self, session_ids: Sequence[str], params: dict[str, Any]) -> int:
+    def prune_batch(
+        self, session_ids: Sequence[str], params: dict[str, Any], *, tidy: bool = True
+    ) -> int:
         """Delete those of ``session_ids`` still prunable under ``params``; how many went.
 
         Their children orphaned, their messages deleted, then the sessions
-        (:meth:`prune` is these batches in one transaction).
+        (:meth:`prune` is these batches in one transaction). ``tidy=False``
+        leaves the system prompts no session uses any more to a later
+        :meth:`drop_unused_prompts` (one scan for many calls).
         """
         if not session_ids:
             return 0
@@ -739,9 +746,14 @@ class SessionRepository:
         for statement in _PRUNE_BATCH:
             self._c.execute(statement, batch)
         deleted = self._c.execute(_PRUNE_BATCH_SESSIONS, batch).rowcount
-        if deleted and self._r.system_prompts:
-            self._c.execute(_DROP_UNUSED_PROMPTS)
+        if deleted and tidy:
+            self.drop_unused_prompts()
         return int(deleted)
+
+    def drop_unused_prompts(self) -> None:
+        """Delete the stored system prompts no session refers to (the agent's v25 table)."""
+        if self._r.system_prompts:
+            self._c.execute(_DROP_UNUSED_PROMPTS)
 
     def prune_slice(self, session_id: str, params: dict[str, Any], limit: int) -> int:
         """Delete up to ``limit`` of a still-prunable session's oldest messages; how many went.
