@@ -150,10 +150,15 @@ def print_prune(results: list[dict[str, Any]], optimize: list[dict[str, Any]]) -
             print(
                 f"{'':<34} longest: {ms(r['longest_wait_lock_s'])}ms waiting for the lock, "
                 f"{ms(r['longest_wait_checkpoint_s'])}ms in its checkpoint; "
-                f"{r['waits_over_100ms']} appends over 100ms; slowest lock wait "
-                f"{ms(r['slowest_lock_wait_s'])}ms, slowest checkpoint "
+                f"{r['waits_over_100ms']} appends over 100ms, {r['waits_over_200ms']} over 200ms; "
+                f"slowest lock wait {ms(r['slowest_lock_wait_s'])}ms, slowest checkpoint "
                 f"{ms(r['slowest_checkpoint_s'])}ms"
             )
+            for began, took, lock, checkpoint, commit in r["slowest_appends"][:5]:
+                print(
+                    f"{'':<34}   at {began:7.1f}s: {ms(took)}ms = lock {ms(lock)}ms + "
+                    f"commit {ms(commit)}ms (checkpoint {ms(checkpoint)}ms) + the rest"
+                )
     if not optimize:
         return
     print("\nOptimize the pruned copy: plain sqlite3, step by step (no store command yet)")

@@ -5,12 +5,13 @@ patience long enough to outlast any prune (so a wait is measured, not an
 error), creates its own session, prints ``ready``, and on a line on stdin
 starts appending one message every INTERVAL_MS; on a second line it stops
 and prints one JSON line with every append's start (system-wide monotonic
-clock, comparable with the parent's), duration, and the two parts of it
-that are not the append's own SQL: the wait for the write lock (``BEGIN
-IMMEDIATE``) and the PASSIVE checkpoint the store runs after every 50th
-commit. The longest append that overlapped the prune is how long an agent's
-turn stood still; its parts say whether the prune's lock or the work the
-prune left in the WAL held it.
+clock, comparable with the parent's), duration, and three of its parts: the
+wait for the write lock (``BEGIN IMMEDIATE``), the PASSIVE checkpoint the
+store runs after every 50th commit, and the whole COMMIT (with that
+checkpoint). The longest append that overlapped the prune is how long an
+agent's turn stood still; its parts say whether the prune's lock held it, or
+work the prune left behind (FTS5 merging at the append's own commit, a
+checkpoint, a flush queued behind the prune's).
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ def main(argv: list[str]) -> int:
     db_path, interval_ms = argv[0], float(argv[1])
     from hermes_store import ContentionPolicy, SessionDB
     from hermes_store.backends.sqlite.engine import SqliteRules
+    from hermes_store.uow.unit import UnitOfWork
 
-    parts = {"lock": 0.0, "checkpoint": 0.0}
+    parts = {"lock": 0.0, "checkpoint": 0.0, "commit": 0.0}
     _time_method(SqliteRules, "begin", parts, "lock")
     _time_method(SqliteRules, "after_write_commit", parts, "checkpoint")
+    _time_method(UnitOfWork, "commit", parts, "commit")
     db = SessionDB(db_path, policy=ContentionPolicy(patience_s=3_600.0))
     session_id = "bench_appender"
     db.create_session(session_id, "cli", model="bench")
@@ -38,18 +41,19 @@ def main(argv: list[str]) -> int:
     sys.stdin.readline()
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-    samples: list[tuple[float, float, float, float]] = []
+    samples: list[tuple[float, float, float, float, float]] = []
     errors: list[str] = []
     number = 0
     while not stop.is_set():
         number += 1
-        parts["lock"] = parts["checkpoint"] = 0.0
+        parts["lock"] = parts["checkpoint"] = parts["commit"] = 0.0
         started = time.monotonic()
         try:
             db.append_message(session_id, "assistant", content=f"still here, message {number}")
         except Exception as error:  # reported, never fatal: the row says what happened
             errors.append(f"{type(error).__name__}: {error}")
-        samples.append((started, time.monotonic() - started, parts["lock"], parts["checkpoint"]))
+        took = time.monotonic() - started
+        samples.append((started, took, parts["lock"], parts["checkpoint"], parts["commit"]))
         time.sleep(interval_ms / 1000)
     db.close()
     print(json.dumps({"samples": samples, "errors": errors}), flush=True)
