@@ -31,6 +31,13 @@ N concurrent writers settle into groups of N instead of alternating halves
 (measured with 8 threads: 8 calls a group instead of 4, a quarter of the
 fsyncs of plain appends becoming an eighth). A thread that has no company --
 no group answered others with it -- never waits: it commits alone, at once.
+Groups led for an event loop (:meth:`SharedCommits.lead_queued`) never
+wait: a delivery wakes the loop's tasks together, and the loop runs every
+one of them, each queuing its next write, before it blocks again and lets
+the leading thread run -- the burst is already queued when the group takes
+its calls, and the wait only delayed it (measured with 8 tasks, four
+interleaved runs each: 8 calls a group either way, 0-19% more appends a
+second without the wait, 6-15% less CPU a call).
 
 Bounds: a group takes at most :data:`MAX_CALLS` calls and stops taking more
 once it has held the lock for :data:`MAX_HOLD_S`, so another process waiting
@@ -316,37 +323,23 @@ class SharedCommits:
         """Lead groups while calls no thread waits for head the queue (an inbox's thread runs this).
 
         A thread's call at the head is woken to lead instead. With the queue
-        empty it waits, once and briefly (:data:`_STRAGGLERS_S`), for the
-        callers the last group answered, whose next calls are on their way.
+        empty it returns at once: an event loop's calls come in bursts (see
+        the module's docstring, "Gathering"), so there is nobody to wait for.
         """
-        gathered = False
         while True:
             with self._changed:
                 head = self._queue[0] if self._queue else None
-                if self._leading or (head is None and (gathered or not self._awaited)):
+                if self._leading or head is None:
                     self._summoned = False
                     return
-                if head is None:
-                    self._arrival.clear()
-                    self._gathering = True
-                elif head.inbox is None:
-                    self._summoned = False
+                self._summoned = False
+                if head.inbox is None:
                     head.wake.set()  # a thread waits for this one: it leads
                     return
-                else:
-                    self._summoned = False
-                    self._leading = True
-            if head is None:
-                self._arrival.wait(_STRAGGLERS_S)
-                gathered = True
-                with self._changed:
-                    if not self._leading:
-                        self._gathering = False
-                continue
-            gathered = False
+                self._leading = True
             ended = False
             try:
-                self._run_group(head)
+                self._run_group(head, gather=False)
                 ended = True
             finally:
                 with self._changed:
@@ -422,7 +415,7 @@ class SharedCommits:
             head.inbox.lead(self.lead_queued)
 
     # ------------------------------------------------------------------
-    def _take(self, count: int, started: float) -> list[SharedCall[Any]]:
+    def _take(self, count: int, started: float, gather: bool) -> list[SharedCall[Any]]:
         """The next calls for this group (the queue's head and those combining with it), or [].
 
         Empty when the group is full or old. The threads the last group
@@ -439,7 +432,7 @@ class SharedCommits:
         while True:
             with self._changed:
                 queue = self._queue
-                waiting = bool(self._awaited) and time.monotonic() < until
+                waiting = gather and bool(self._awaited) and time.monotonic() < until
                 if queue and not (waiting and isinstance(queue[0].work, Combinable)):
                     return self._pop(room)
                 if not queue and not waiting:
@@ -503,7 +496,7 @@ class SharedCommits:
             return named
         return error
 
-    def _run_group(self, leader: SharedCall[Any]) -> None:
+    def _run_group(self, leader: SharedCall[Any], gather: bool = True) -> None:
         """Begin one write unit, run queued calls in it, commit, deliver the outcomes.
 
         The calls run optimistically, with no savepoint, combinable ones in
@@ -531,7 +524,7 @@ class SharedCommits:
         taken: list[SharedCall[Any]] = []
         kept: list[tuple[SharedCall[Any], Any]] = []
         try:
-            while batch := self._take(len(taken), started):
+            while batch := self._take(len(taken), started, gather):
                 taken.extend(batch)
                 if batch[0].careful:  # taken alone (see _pop)
                     call = batch[0]
