@@ -86,18 +86,23 @@ def _contents(path: Path) -> dict[str, Any]:
         connection.close()
 
 
-def test_batches_delete_exactly_what_one_transaction_deletes(tmp_path: Path) -> None:
+def _pruned_in_one_transaction(tmp_path: Path) -> tuple[Path, Path, Path, int]:
+    """The built file, a copy pruned in one transaction, an unpruned copy, and the count."""
     original = tmp_path / "original.db"
     _build(original)
     one, batched = tmp_path / "one.db", tmp_path / "batched.db"
     shutil.copy(original, one)
     shutil.copy(original, batched)
-
     store = Store(one, clock=lambda: NOW)
     try:
         in_one = store.transact(lambda uow: uow.sessions.prune(30, None))
     finally:
         store.close()
+    return original, one, batched, in_one
+
+
+def test_batches_delete_exactly_what_one_transaction_deletes(tmp_path: Path) -> None:
+    original, one, batched, in_one = _pruned_in_one_transaction(tmp_path)
     progress: list[tuple[int, int]] = []
     store = Store(batched, clock=lambda: NOW)
     try:
@@ -287,16 +292,7 @@ def test_text_beyond_ascii_costs_more(tmp_path: Path) -> None:
 
 def test_the_clock_cuts_a_batch_and_the_rest_go_next(tmp_path: Path) -> None:
     """A batch stops deleting once its share of the target has passed; nothing is skipped."""
-    original = tmp_path / "original.db"
-    _build(original)
-    one, batched = tmp_path / "one.db", tmp_path / "batched.db"
-    shutil.copy(original, one)
-    shutil.copy(original, batched)
-    store = Store(one, clock=lambda: NOW)
-    try:
-        in_one = store.transact(lambda uow: uow.sessions.prune(30, None))
-    finally:
-        store.close()
+    _original, one, batched, in_one = _pruned_in_one_transaction(tmp_path)
     progress: list[tuple[int, int]] = []
     store = Store(batched, clock=lambda: NOW)
     try:  # a budget for every session at once, and no time to spend: one session a batch
