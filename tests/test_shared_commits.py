@@ -458,3 +458,33 @@ def test_sigkill_mid_group_loses_nothing_acknowledged(db_path: Path, mode: str) 
         ).fetchone()
         assert counter == real and real % 3 == 0, session_id  # whole turns only
     raw.close()
+
+
+def test_a_groups_appends_move_each_sessions_counters_by_its_own_amounts(db_path: Path) -> None:
+    """The combined run: each session's counters by its own amounts, or none when one is unknown."""
+    from hermes_store.api.session_db import append_work
+
+    db = SessionDB(db_path)
+    for session_id in ("a", "b", "c"):
+        db.create_session(session_id, "cli")
+    calls = [{"id": "t1"}, {"id": "t2"}]
+    works = [
+        append_work("a", "user", "one"),
+        append_work("b", "assistant", "two", tool_calls=calls),
+        append_work("a", "assistant", "three", tool_calls=calls[:1]),
+        append_work("c", "user", "four"),
+    ]
+    ids = db.store.transact(lambda uow: works[0].run_all(uow, [w.payload for w in works]))
+    assert ids == sorted(ids) and len(ids) == 4
+    counters = {
+        s: (db.get_session(s)["message_count"], db.get_session(s)["tool_call_count"])  # type: ignore[index]
+        for s in ("a", "b", "c")
+    }
+    assert counters == {"a": (2, 1), "b": (1, 2), "c": (1, 0)}
+
+    doomed = [append_work("a", "user", "x"), append_work("nowhere", "user", "y")]
+    with pytest.raises(SessionNotFoundError, match="nowhere"):
+        db.store.transact(lambda uow: doomed[0].run_all(uow, [w.payload for w in doomed]))
+    assert db.get_session("a")["message_count"] == 2  # type: ignore[index]  # rolled back
+    assert db.message_count() == 4
+    db.close()
