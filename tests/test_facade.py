@@ -846,6 +846,15 @@ def test_prune_respects_the_age_threshold(db: SessionDB, clock: Any) -> None:
     assert db.get_session("ten_days") is None
 
 
+def test_a_prunes_sizes_count_the_bytes_beyond_ascii(db: SessionDB) -> None:
+    """What a batch of the prune costs (see uow/pruning.py) is read alike on every backend."""
+    db.create_session("mixed", "cli")
+    db.append_message("mixed", "user", "deploy 服务端")  # 10 characters, 3 of them 3 bytes
+    db.append_message("mixed", "tool", None)
+    with db.store.read() as uow:
+        assert uow.sessions.text_sizes(["mixed", "none"]) == {"mixed": (2, 10, 6)}
+
+
 # ----------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------

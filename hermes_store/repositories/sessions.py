@@ -380,11 +380,19 @@ _PRUNE_PLAN = _sourced(
 _BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
 # What deleting a session's messages costs scales with their text (each FTS index
 # tokenizes it again to delete it), which varies 15-fold between sessions.
-_TEXT_SIZES = text(
-    "SELECT session_id, COUNT(*), COALESCE(SUM(LENGTH(content)), 0), "
-    "COALESCE(SUM(LENGTH(CAST(content AS BLOB)) - LENGTH(content)), 0) FROM messages "
-    "WHERE session_id IN :p_ids GROUP BY session_id"
-).bindparams(bindparam("p_ids", expanding=True))
+# The bytes of a text beyond its characters: SQLite's LENGTH of a BLOB counts bytes,
+# PostgreSQL has octet_length.
+_TEXT_SIZES = {
+    dialect: text(
+        "SELECT session_id, COUNT(*), COALESCE(SUM(LENGTH(content)), 0), "
+        f"COALESCE(SUM({octets} - LENGTH(content)), 0) FROM messages "
+        "WHERE session_id IN :p_ids GROUP BY session_id"
+    ).bindparams(bindparam("p_ids", expanding=True))
+    for dialect, octets in (
+        ("sqlite", "LENGTH(CAST(content AS BLOB))"),
+        ("postgresql", "octet_length(content)"),
+    )
+}
 
 
 def _batch(sql: str) -> Any:
@@ -727,7 +735,8 @@ class SessionRepository:
         """
         if not session_ids:
             return {}
-        rows = self._c.execute(_TEXT_SIZES, {"p_ids": list(session_ids)})
+        statement = _TEXT_SIZES[self._c.dialect.name]
+        rows = self._c.execute(statement, {"p_ids": list(session_ids)})
         return {row[0]: (int(row[1]), int(row[2]), int(row[3])) for row in rows}
 
     def prune_batch(
