@@ -9,15 +9,18 @@ cut into batches, each its own write unit of work:
 * the plan (one read) lists the prunable sessions oldest first, under a
   cutoff fixed once: every batch judges by the same instant, so the batches
   together delete what one transaction would;
-* each session's cost is the characters of its messages' text plus a fixed
-  share per message (reads of a few hundred sessions at a time, outside any
-  write lock). Deleting a message makes each FTS index tokenize its text
-  again, so the text is what the time follows: counted in messages, batches
-  of the same budget took 10 ms or 600 ms (a session's mean message length
-  ranges 15-fold on the field corpus);
+* each session's cost is the characters of its messages' text, more for
+  characters beyond ASCII (:data:`COST_PER_EXTRA_BYTE`), plus a fixed share
+  per message (reads of a few hundred sessions at a time, outside any write
+  lock). Deleting a message makes each FTS index tokenize its text again, so
+  the text is what the time follows: counted in messages, batches of the
+  same budget took 10 ms or 600 ms (a session's mean message length ranges
+  15-fold on the field corpus);
 * a batch takes sessions until their cost reaches a budget, deletes those
-  still prunable (a session reopened meanwhile stays), and commits; the
-  budget follows the time the last batch took, aiming at ``target_s``;
+  still prunable (a session reopened meanwhile stays) one at a time until
+  its share of ``target_s`` has passed (:func:`_delete_batch`: the forecast
+  still misjudges some sessions), and commits; the budget follows the time
+  the last batch took, aiming at ``target_s``;
 * a session that costs more than the budget is first emptied in slices of
   its oldest messages, one transaction each, its counters lowered with every
   slice (so they always agree with the rows); then it goes like any other.
