@@ -125,24 +125,29 @@ def print_prune(results: list[dict[str, Any]], optimize: list[dict[str, Any]]) -
     print("\nPrune while another process appends every 20 ms (one run each, on a copy)")
     header = (
         f"{'prune':<34} {'sessions':>8} {'prune time':>10} {'appends':>7} "
-        f"{'longest wait':>12} {'append before':>13} {'longest after':>13} {'target':>9}  verdict"
+        f"{'longest append':>14} {'append before':>13} {'longest after':>13} {'target':>9}  verdict"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         label = "SessionDB.prune_sessions" if r["impl"] == "store" else "plain: old prune_sessions"
         wait = r["longest_wait_s"]
+        # The target is how long another writer waits: for the lock. An append's own work
+        # (its FTS5 merges, its flush) is printed beside it, not judged by it.
+        lock = r.get("slowest_lock_wait_s", wait)
         if r["impl"] != "store":
             verdict = "yardstick"
         else:
-            verdict = "PASS" if wait is not None and wait <= r["target_s"] else "MISS"
+            verdict = "PASS" if lock is not None and lock <= r["target_s"] else "MISS"
+            verdict += f" (longest lock wait {ms(lock)}ms)"
         if r.get("longest_wait_began_s") is not None:
-            verdict += f"  (that append began {r['longest_wait_began_s']:.1f}s into the prune)"
+            began = r["longest_wait_began_s"]
+            verdict += f"  (the longest append began {began:.1f}s into the prune)"
         if r["appender_error_count"]:
             verdict += f"  appender errors {r['appender_error_count']}: {r['appender_errors'][0]}"
         print(
             f"{label:<34} {r['pruned']:>8,} {r['prune_s']:>9.1f}s {r['appends_during']:>7} "
-            f"{ms(wait):>10}ms {ms(r['append_median_before_s']):>11}ms "
+            f"{ms(wait):>12}ms {ms(r['append_median_before_s']):>11}ms "
             f"{ms(r['longest_append_after_s']):>11}ms {'<= ' + ms(r['target_s']) + 'ms':>9}  "
             f"{verdict}"
         )
