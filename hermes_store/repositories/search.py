@@ -260,6 +260,12 @@ class SearchRepository:
         self.has_bigrams = not self.postgresql and layout.bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
         self._filter_index = SEARCH_FILTER_INDEX if layout.search_filter else None
+        self._first_edge: tuple[TextClause, str, Any] | None = None
+        """The newest-K edge the last ranking probed: (its statement, query, rowid or None).
+
+        :meth:`search` asks the same question right after (:meth:`_common_words`),
+        in the same transaction; it takes the answer instead of a second probe.
+        """
         self.spells_out_prefixes = bool(
             not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
         )
@@ -386,6 +392,8 @@ class SearchRepository:
                 low = self._c.execute(
                     nth, {"p_query": params["p_query"], "p_high": high, "p_nth": RANK_WINDOW - 1}
                 ).scalar()
+                if window == 0:
+                    self._first_edge = (nth, params["p_query"], low)
             page = {
                 **params,
                 "p_low": _ROWID_LOW if low is None else low,
@@ -499,8 +507,11 @@ class SearchRepository:
         """
         if self.postgresql:
             return False
+        nth, known, self._first_edge = _nth_newest_statement(FTS_INDEX), self._first_edge, None
+        if known is not None and known[:2] == (nth, word_query):
+            return known[2] is not None  # the word matches' ranking just probed it
         probe = {"p_query": word_query, "p_high": _ROWID_HIGH, "p_nth": RANK_WINDOW - 1}
-        return self._c.execute(_nth_newest_statement(FTS_INDEX), probe).scalar() is not None
+        return self._c.execute(nth, probe).scalar() is not None
 
     def _substrings(
         self,
