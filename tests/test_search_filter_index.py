@@ -21,6 +21,7 @@ from hermes_store import SessionDB, Store
 from hermes_store.repositories import search
 from hermes_store.schema.layout import SEARCH_FILTER_INDEX, TRIGRAM_INDEX
 from hermes_store.schema.migrate import downgrade, upgrade
+from tests.search_rows import GATEWAY_FILTERS, first_column, gateway_order, hit_ids
 
 pytestmark = pytest.mark.sqlite_only("revision 0013 is SQLite's; the rule is the FTS5 route's")
 
@@ -31,15 +32,6 @@ FILTERS: list[dict[str, Any]] = [
     {"exclude_sources": ["cli"], "role_filter": ["assistant", "user"]},
     {"source_filter": ["telegram"], "exclude_sources": ["telegram"]},
 ]
-
-
-def _ids(hits: list[dict[str, Any]]) -> list[int]:
-    return [int(hit["id"]) for hit in hits]
-
-
-def _rows(path: Path, sql: str) -> list[int]:
-    with sqlite3.connect(path) as raw:
-        return [row[0] for row in raw.execute(sql)]
 
 
 @pytest.fixture
@@ -115,19 +107,12 @@ def test_filtered_search_follows_fts5s_order_for_the_rows_the_filters_pass(
     corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(search, "RANK_WINDOW", 10_000)  # one window: exact bm25 order
-    expected = _rows(
-        corpus,
-        "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid "
-        "JOIN sessions s ON s.id = m.session_id WHERE messages_fts MATCH 'failed' "
-        "AND m.role = 'user' AND s.source IN ('telegram', 'discord') ORDER BY rank",
-    )
+    expected = gateway_order(corpus, "failed")
     db = SessionDB(corpus)
-    hits = db.search_messages(
-        "failed", source_filter=["telegram", "discord"], role_filter=["user"], limit=1000
-    )
+    hits = db.search_messages("failed", **GATEWAY_FILTERS, limit=1000)
     db.close()
     # then the substring matches ("build failed了"): see the two tests below
-    assert len(expected) > 20 and _ids(hits)[: len(expected)] == expected
+    assert len(expected) > 20 and hit_ids(hits)[: len(expected)] == expected
 
 
 def _traced_search(path: Path, query: str, **filters: Any) -> tuple[list[int], list[str]]:
@@ -152,11 +137,11 @@ def test_substring_matches_follow_a_query_with_fewer_than_k_word_matches(
 ) -> None:
     """``构建build failed了`` and ``rebuild failed`` hold no phrase "build failed" for
     unicode61: the trigram route adds them after the word matches, with the filters."""
-    words = _rows(
+    words = first_column(
         corpus, "SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"build failed\"'"
     )
     monkeypatch.setattr(search, "RANK_WINDOW", len(words) + 1)
-    glued = _rows(
+    glued = first_column(
         corpus,
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id "
         "WHERE m.content LIKE '%build failed%' AND m.role = 'user' AND s.source = 'telegram' "
@@ -174,12 +159,12 @@ def test_a_query_with_k_word_matches_or_more_gets_no_substring_matches(
     corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The page stays short, and the trigram index is not walked at all."""
-    words = _rows(
+    words = first_column(
         corpus, "SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"build failed\"'"
     )
     monkeypatch.setattr(search, "RANK_WINDOW", len(words))
     filters: dict[str, Any] = {"sources": ["telegram"], "roles": ["user"]}
-    passed = _rows(
+    passed = first_column(
         corpus,
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id "
         "WHERE m.role = 'user' AND s.source = 'telegram'",

@@ -16,19 +16,11 @@ import pytest
 
 from hermes_store import SessionDB
 from hermes_store.repositories import search
+from tests.search_rows import GATEWAY_FILTERS, first_column, gateway_order, hit_ids
 
 pytestmark = pytest.mark.sqlite_only("FTS5 routes: bm25 windows, trigram order, prefix terms")
 
 FILLER = ["lorem", "ipsum", "dolor", "amet", "sed", "elit"]
-
-
-def _ids(hits: list[dict[str, object]]) -> list[int]:
-    return [int(hit["id"]) for hit in hits]  # type: ignore[call-overload]
-
-
-def _rows(path: Path, sql: str, *args: object) -> list[int]:
-    with sqlite3.connect(path) as raw:
-        return [row[0] for row in raw.execute(sql, args)]
 
 
 @pytest.fixture
@@ -53,22 +45,15 @@ def test_a_filtered_search_scores_only_its_rows_in_fts5s_own_order_ties_included
 ) -> None:
     path, db = ties
     monkeypatch.setattr(search, "RANK_WINDOW", 10_000)  # one window: exact bm25 order
-    expected = _rows(
-        path,
-        "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid "
-        "JOIN sessions s ON s.id = m.session_id WHERE messages_fts MATCH 'kestrel' "
-        "AND m.role = 'user' AND s.source IN ('telegram', 'discord') ORDER BY rank",
-    )
-    hits = db.search_messages(
-        "kestrel", source_filter=["telegram", "discord"], role_filter=["user"], limit=1000
-    )
-    assert len(expected) > 20 and _ids(hits) == expected
-    unfiltered = _ids(db.search_messages("kestrel", limit=1000))
+    expected = gateway_order(path, "kestrel")
+    hits = db.search_messages("kestrel", **GATEWAY_FILTERS, limit=1000)
+    assert len(expected) > 20 and hit_ids(hits) == expected
+    unfiltered = hit_ids(db.search_messages("kestrel", limit=1000))
     assert [id_ for id_ in unfiltered if id_ in set(expected)] == expected
     paged = db.search_messages(
         "kestrel", source_filter=["telegram", "discord"], role_filter=["user"], limit=7, offset=5
     )
-    assert _ids(paged) == expected[5:12]
+    assert hit_ids(paged) == expected[5:12]
 
 
 MIXED = [
@@ -97,15 +82,15 @@ def test_latin_with_cjk_on_the_trigram_index_comes_newest_first_with_like_recall
     mixed: tuple[Path, SessionDB],
 ) -> None:
     path, db = mixed
-    like = _rows(
+    like = first_column(
         path,
         "SELECT id FROM messages WHERE content LIKE '%docker%' AND content LIKE '%服务端%' "
         "ORDER BY id DESC",
     )
     assert len(like) == 20
-    assert _ids(db.search_messages("docker 服务端", limit=50)) == like
-    assert _ids(db.search_messages("docker 服务端", limit=5, offset=3)) == like[3:8]
-    users = _rows(
+    assert hit_ids(db.search_messages("docker 服务端", limit=50)) == like
+    assert hit_ids(db.search_messages("docker 服务端", limit=5, offset=3)) == like[3:8]
+    users = first_column(
         path,
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id "
         "WHERE content LIKE '%docker%' AND content LIKE '%服务端%' AND m.role = 'user' "
@@ -114,19 +99,19 @@ def test_latin_with_cjk_on_the_trigram_index_comes_newest_first_with_like_recall
     hits = db.search_messages(
         "docker 服务端", source_filter=["telegram"], role_filter=["user"], limit=50
     )
-    assert users and _ids(hits) == users
+    assert users and hit_ids(hits) == users
 
 
 def test_cjk_terms_alone_on_the_trigram_index_keep_bm25_order(
     mixed: tuple[Path, SessionDB],
 ) -> None:
     path, db = mixed
-    ranked = _rows(
+    ranked = first_column(
         path,
         "SELECT rowid FROM messages_fts_trigram WHERE messages_fts_trigram MATCH '\"服务端\"' "
         "ORDER BY rank",
     )
-    assert _ids(db.search_messages("服务端", limit=100)) == ranked
+    assert hit_ids(db.search_messages("服务端", limit=100)) == ranked
     assert ranked != sorted(ranked, reverse=True)  # bm25, not merely newest first
 
 
@@ -136,26 +121,26 @@ def test_substring_matches_after_word_matches_leave_the_word_matches_out(
     """``dockerd``/``修改docker服务端`` are no token ``docker``: the trigram route adds them
     after the word matches, each once, newest first, with the filters applied."""
     path, db = mixed
-    words = _rows(
+    words = first_column(
         path,
         "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'docker' ORDER BY rank",
     )
-    glued = _rows(
+    glued = first_column(
         path,
         "SELECT id FROM messages WHERE content LIKE '%docker%' AND id NOT IN "
         "(SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'docker') ORDER BY id DESC",
     )
     assert len(words) < 20 and glued
-    assert _ids(db.search_messages("docker", limit=100)) == words + glued
+    assert hit_ids(db.search_messages("docker", limit=100)) == words + glued
     tool = db.search_messages("docker", role_filter=["user"], source_filter=["cli"], limit=100)
     cli_users = set(
-        _rows(
+        first_column(
             path,
             "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id "
             "WHERE m.role = 'user' AND s.source = 'cli'",
         )
     )
-    assert _ids(tool) == [id_ for id_ in words + glued if id_ in cli_users]
+    assert hit_ids(tool) == [id_ for id_ in words + glued if id_ in cli_users]
 
 
 PREFIX_TEXTS = [
@@ -214,7 +199,7 @@ def test_a_spelled_out_prefix_matches_exactly_what_fts5s_prefix_matches(
     from hermes_store.domain.query_syntax import query_items, sanitize_fts5_query
 
     path, db = prefixes
-    expected = _rows(
+    expected = first_column(
         path,
         "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC",
         sanitize_fts5_query(query),
@@ -222,7 +207,7 @@ def test_a_spelled_out_prefix_matches_exactly_what_fts5s_prefix_matches(
     with db.store.read() as uow:
         spelled = uow.search.word_query(query_items(query))
         found = uow.search.match(spelled, limit=1000)
-    assert sorted(_ids(found), reverse=True) == expected, spelled
+    assert sorted(hit_ids(found), reverse=True) == expected, spelled
 
 
 def test_prefixes_are_spelled_out_only_where_that_is_exact(
