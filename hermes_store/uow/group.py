@@ -178,6 +178,13 @@ class SharedCall(Generic[_T]):
         self.wake = _Signal()
         """Set when its outcome is known, or when it may lead (only its own thread waits)."""
 
+    def answered(self) -> bool:
+        """Its outcome is known; final once true, so it may be read without the mutex.
+
+        The outcome is set before the state, and the state before its thread is woken.
+        """
+        return self.state is _State.DONE
+
     def outcome(self) -> _T:
         if self.error is not None:
             raise self.error
@@ -217,7 +224,7 @@ class SharedCommits:
         """The leader waits for them (:meth:`_take`); ``_arrival`` wakes it."""
         self._summoned = False
         """An inbox was asked to run :meth:`lead_queued` and it has not taken the lead yet."""
-        self._arrival = threading.Event()
+        self._arrival = _Signal()
         self._changed = threading.Lock()
         forking.watch_shared(self)
         self.groups = 0
@@ -237,7 +244,7 @@ class SharedCommits:
         self._awaited = set()
         self._gathering = False
         self._summoned = False
-        self._arrival = threading.Event()
+        self._arrival = _Signal()
 
     @property
     def database(self) -> str:
@@ -289,22 +296,34 @@ class SharedCommits:
         thread is handed a call, one leads their groups). Calls are taken in
         the order they were submitted.
         """
-        patience = self._default_patience_s if patience_s is None else patience_s
-        call: SharedCall[_T] = SharedCall(
-            work, patience_s, time.monotonic() + patience, caller, inbox, token
-        )
+        call = self._new_call(work, patience_s, caller, inbox, token)
         summon = False
         with self._changed:
-            self._queue.append(call)
-            awaited = self._awaited
-            awaited.discard(call.caller)
-            if self._gathering and (not awaited or not isinstance(work, Combinable)):
-                self._arrival.set()  # the leader waits for no one else now
+            self._enqueue(call)
             if inbox is not None and not self._leading and not self._summoned:
                 self._summoned = summon = True
         if summon:
             inbox.lead(self.lead_queued)  # type: ignore[union-attr]
         return call
+
+    def _new_call(
+        self,
+        work: Callable[[UnitOfWork], _T],
+        patience_s: float | None,
+        caller: int | None = None,
+        inbox: Inbox | None = None,
+        token: Any = None,
+    ) -> SharedCall[_T]:
+        patience = self._default_patience_s if patience_s is None else patience_s
+        return SharedCall(work, patience_s, time.monotonic() + patience, caller, inbox, token)
+
+    def _enqueue(self, call: SharedCall[Any]) -> None:
+        """With the mutex held: queue ``call``; wake a gathering leader it completes."""
+        self._queue.append(call)
+        awaited = self._awaited
+        awaited.discard(call.caller)
+        if self._gathering and (not awaited or not isinstance(call.work, Combinable)):
+            self._arrival.set()
 
     def withdraw(self, call: SharedCall[Any], error: BaseException) -> bool:
         """End a call no group has taken yet with ``error``; False if one has (it runs on).
@@ -355,12 +374,23 @@ class SharedCommits:
         a writer alone pays two lock round trips for the sharing); calls that
         arrive meanwhile queue up and share the next transaction.
         """
-        with self._changed:
+        call: SharedCall[_T] | None = None
+        with self._changed:  # once, whatever comes next: every taking of it is a switch risked
             alone = not self._leading and not self._queue and not self._awaited
             if alone:
                 self._leading = True
-        if not alone:
-            return self.drive(self.submit(work, patience_s))
+            else:
+                call = self._new_call(work, patience_s)
+                self._enqueue(call)
+                lead = not self._leading
+                if lead:
+                    self._leading = True
+        if call is not None:
+            if lead:
+                self._lead_group(call)
+            else:  # a fresh call's signal is clear: it is set when the outcome is known
+                call.wake.wait(max(0.0, min(_POLL_S, call.deadline - time.monotonic())))
+            return self.drive(call)
         try:
             with self._open_unit(patience_s) as uow:
                 result = work(uow)
@@ -375,6 +405,8 @@ class SharedCommits:
     def drive(self, call: SharedCall[_T]) -> _T:
         """Wait until ``call`` has its outcome, leading groups whenever nobody else does."""
         while True:
+            if call.answered():
+                return call.outcome()
             remaining = _POLL_S
             with self._changed:
                 if call.state is _State.DONE:
@@ -396,12 +428,16 @@ class SharedCommits:
                 # wake-up can leave the queue without a leader.
                 call.wake.wait(min(remaining, _POLL_S) if call.state is _State.PENDING else None)
                 continue
-            try:
-                self._run_group(call)
-            finally:
-                with self._changed:
-                    self._leading = False
-                    self._wake_head()
+            self._lead_group(call)
+
+    def _lead_group(self, call: SharedCall[Any]) -> None:
+        """Run one group headed by ``call``, having taken the lead; then hand the lead on."""
+        try:
+            self._run_group(call)
+        finally:
+            with self._changed:
+                self._leading = False
+                self._wake_head()
 
     def _wake_head(self) -> None:
         """With the mutex held and nobody leading: let the oldest queued call lead."""
@@ -469,15 +505,20 @@ class SharedCommits:
         answered: bool = False,
     ) -> None:
         posts: dict[Inbox, list[SharedCall[Any]]] = {}
+        waiting: list[SharedCall[Any]] = []
         with self._changed:
             if answered:  # a group of one had no company to wait for
                 self._awaited = {c.caller for c, _, _ in outcomes} if len(outcomes) > 1 else set()
             for call, result, error in outcomes:
                 call.result, call.error, call.state = result, error, _State.DONE
                 if call.inbox is None:
-                    call.wake.set()
+                    waiting.append(call)
                 else:
                     posts.setdefault(call.inbox, []).append(call)
+        # Woken outside the mutex: each wake-up is a system call, and a woken
+        # thread's first step is to return, not to take the mutex.
+        for call in waiting:
+            call.wake.set()
         for inbox, calls in posts.items():
             inbox.post(calls)
 
