@@ -10,6 +10,10 @@ repository's disk (bench/.work/):
   shared commits, 8 asyncio tasks on one AsyncSessionDB, and (for the record)
   8 threads without shared commits, against plain ``sqlite3`` with 8 threads
   (the old class's shape: one connection, a lock, ``BEGIN IMMEDIATE``).
+  Beside them the floor of the shape (``bench.plain_group``): the same SQL
+  grouped by the fewest Python steps, on plain ``sqlite3`` with 8 threads --
+  what one process under one GIL can do at all, so that a miss can be told
+  from our own layers' cost ("x floor").
   Each variant runs in a fresh process; appends per second, target >= 3x
   plain's. Then each once more under ``strace -f -c -e trace=fsync,fdatasync``
   (untimed): the flushes per append.
@@ -46,7 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(__file__).resolve().parent / ".work"
 HOLDER = REPO_ROOT / "tests" / "lock_holder.py"
 WRITERS = 8
-VARIANTS = ("plain", "threads", "tasks", "threads-unshared")
+VARIANTS = ("plain", "plain-grouped", "threads", "tasks", "threads-unshared")
 SECTIONS = ("stall", "appenders", "single", "aiosqlite")
 _STRACE_ROW = r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync"
 """A row of ``strace -c``'s table for fsync or fdatasync: its calls column."""
@@ -93,6 +97,19 @@ def _child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
         elapsed, cpu = _threads(write_plain, go)
         plain.close()
         return {"seconds": elapsed, "cpu_s": cpu, "transactions": WRITERS * appends}
+    if variant == "plain-grouped":
+        from bench.plain_group import GroupedPlainAppender
+
+        grouped = GroupedPlainAppender(db_path)
+
+        def write_grouped(n: int) -> None:
+            go.wait()
+            for k in range(appends):
+                grouped.append_message(f"w{n}", "user", f"message {k}")
+
+        elapsed, cpu = _threads(write_grouped, go)
+        grouped.close()
+        return {"seconds": elapsed, "cpu_s": cpu, "transactions": grouped.transactions}
     if variant in ("threads", "threads-unshared"):
         from hermes_store import SessionDB
 
@@ -186,6 +203,7 @@ def appenders(work: Path, appends: int, reps: int) -> dict[str, Any]:
         "appends_per_s": rate,
         "samples": samples,
         "ratio_vs_plain": {v: rate[v] / rate["plain"] for v in VARIANTS},
+        "ratio_vs_floor": {v: rate[v] / rate["plain-grouped"] for v in VARIANTS},
         "cpu_per_append_s": {v: statistics.median(c) for v, c in cpu.items()},
         "appends_per_transaction": {
             v: WRITERS * appends / max(1, t) for v, t in transactions.items()
@@ -464,23 +482,27 @@ def report_stalls(stalls: dict[str, Any]) -> None:
 def report_appenders(eight: dict[str, Any]) -> None:
     print(f"\n{WRITERS} concurrent appenders, durability=full (target >= 3.0x plain)")
     print(
-        f"{'variant':<34} {'appends/s':>10} {'x plain':>8} {'appends/txn':>12} "
+        f"{'variant':<34} {'appends/s':>10} {'x plain':>8} {'x floor':>8} {'appends/txn':>12} "
         f"{'fsyncs/append':>14} {'CPU/append':>11}"
     )
     names = {
         "plain": "plain sqlite3, 8 threads",
+        "plain-grouped": "floor: plain sqlite3 grouped",
         "threads": "SessionDB shared, 8 threads",
         "tasks": "AsyncSessionDB, 8 tasks",
         "threads-unshared": "SessionDB unshared, 8 threads",
     }
+    floors = eight.get("ratio_vs_floor", {})
     for variant in VARIANTS:
         ratio = eight["ratio_vs_plain"][variant]
+        floor = floors.get(variant)
         fsync = eight["fsyncs_per_append"].get(variant)
         verdict = ""
         if variant in ("threads", "tasks"):
             verdict = "PASS" if ratio >= 3.0 else "MISS"
         print(
             f"{names[variant]:<34} {eight['appends_per_s'][variant]:>10.0f} {ratio:>7.2f}x "
+            f"{'-' if floor is None else f'{floor:.2f}x':>8} "
             f"{eight['appends_per_transaction'][variant]:>12.1f} "
             f"{'-' if fsync is None else f'{fsync:.2f}':>14} "
             f"{eight['cpu_per_append_s'][variant] * 1e6:>8.0f} us  {verdict}"
