@@ -425,3 +425,62 @@ def test_concurrent_tasks_appends_fail_alone(db_path: Path) -> None:
     for n in range(8):
         expected = [f"{n}:{k}" for k in range(10) if (n, k) != (3, 5)]
         assert _messages(db_path, f"w{n}") == (len(expected), expected)
+
+
+@pytest.mark.sqlite_only("shared commits are SQLite's")
+def test_a_shared_write_cancelled_while_it_runs_commits_whole_and_close_waits(
+    db_path: Path,
+) -> None:
+    """Cancelled once a group has taken it: the task stops waiting, the unit still commits."""
+    started, go = threading.Event(), threading.Event()
+
+    def slow(uow: UnitOfWork) -> int:
+        started.set()
+        go.wait(10)
+        uow.messages.append("s", "user", "ran on")
+        return uow.messages.append("s", "user", "whole")
+
+    async def main() -> bool:
+        astore = await AsyncStore.open(db_path)
+        await astore.transact(lambda uow: uow.sessions.create("s", "cli"))
+        task = asyncio.create_task(astore.transact(slow))
+        assert await asyncio.to_thread(started.wait, 10)  # inside its group, on the leader
+        task.cancel()
+        cancelled = False
+        try:
+            await task
+        except asyncio.CancelledError:
+            cancelled = True
+        threading.Timer(0.2, go.set).start()
+        await astore.close()  # waits for the unit its cancelled task left running
+        return cancelled
+
+    assert asyncio.run(main())
+    assert _messages(db_path, "s") == (2, ["ran on", "whole"])
+
+
+@pytest.mark.sqlite_only("another process holding SQLite's write lock")
+def test_a_withdrawn_append_lets_the_sessions_next_one_go(db_path: Path) -> None:
+    """The next append of the same session waits for its turn; a withdrawn one gives it."""
+
+    async def main() -> tuple[Any, Any]:
+        db = await AsyncSessionDB.open(db_path)
+        await db.create_session("s", "cli")
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, str(HOLDER), str(db_path), "1", stdout=subprocess.PIPE
+        )
+        assert holder.stdout is not None
+        assert (await holder.stdout.readline()).strip() == b"locked"
+        first = asyncio.create_task(db.append_message("s", "user", "withdrawn"))
+        await asyncio.sleep(0.1)  # queued; its group's leader waits for the lock
+        second = asyncio.create_task(db.append_message("s", "user", "kept"))
+        await asyncio.sleep(0.1)  # waits for the first to end
+        first.cancel()
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        await holder.wait()
+        await db.close()
+        return results[0], results[1]
+
+    withdrawn, kept = asyncio.run(main())
+    assert isinstance(withdrawn, asyncio.CancelledError) and isinstance(kept, int)
+    assert _messages(db_path, "s") == (1, ["kept"])

@@ -60,24 +60,27 @@ class Offloader:
         """
         loop = asyncio.get_running_loop()
 
-        def start() -> tuple[asyncio.Future[_T], None]:
+        def start(ended: Callable[[], None]) -> tuple[asyncio.Future[_T], None]:
             inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
             inner.add_done_callback(_retrieve)
-            return inner, None
+            inner.add_done_callback(lambda _inner: ended())
+            return asyncio.shield(inner), None
 
         return await self.in_turn(key, start)
 
     async def in_turn(
         self,
         key: str,
-        start: Callable[[], tuple[asyncio.Future[_T], Callable[[], None] | None]],
+        start: Callable[[Callable[[], None]], tuple[asyncio.Future[_T], Callable[[], None] | None]],
     ) -> _T:
-        """``start()`` once the previous call with ``key`` has ended; the outcome of its future.
+        """``start(ended)`` once the previous call with ``key`` has ended; its future's outcome.
 
-        ``start`` gives the future of a call that runs elsewhere and, if the
-        call can still be taken back before it runs, a function doing that: a
-        task cancelled then withdraws it (it writes nothing); otherwise the
-        call runs on to its end, and the next call with the key waits for it.
+        ``start`` begins a call that runs elsewhere and gives the future to
+        await -- one whose cancellation (a cancelled task's) leaves the call
+        running -- and, if the call can still be taken back before it runs, a
+        function doing that (a no-op once it cannot). It must see that
+        ``ended()`` is called once the call has ended, however it ends: the
+        next call with the key starts then.
         """
         loop = asyncio.get_running_loop()
         previous = self._tails.get(key)
@@ -94,14 +97,13 @@ class Offloader:
         try:
             if previous is not None and not previous.done():
                 await asyncio.shield(previous)
-            inner, withdraw = start()
+            future, withdraw = start(release)
             started = True
-            inner.add_done_callback(release)
             try:
-                return await asyncio.shield(inner)
+                return await future
             except asyncio.CancelledError:
-                if withdraw is not None and not inner.done():
-                    withdraw()
+                if withdraw is not None:
+                    withdraw()  # nothing written if it was still queued; else it runs on
                 raise
         finally:
             if not started:

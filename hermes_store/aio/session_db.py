@@ -258,7 +258,9 @@ class AsyncSessionDB:
                 reasoning_details,
                 codex_reasoning_items,
             )
-            return await self._offload.in_turn(session_id, lambda: writes.start(work, None))
+            return await self._offload.in_turn(
+                session_id, lambda ended: writes.start(work, None, ended)
+            )
         return await self._write(
             self._db.append_message,
             session_id,

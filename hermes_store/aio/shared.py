@@ -32,7 +32,15 @@ _T = TypeVar("_T")
 
 
 class _LoopInbox:
-    """One loop's calls: outcomes posted once per group, patience watched, leaders on the pool.
+    """One loop's calls: outcomes settled once per group, patience watched, leaders on the pool.
+
+    Each call has the future its task awaits, and, for a task that keeps the
+    order of a session's writes, a function to call once the call has ended.
+    Both are settled here, on the loop, by the one callback a group posts: no
+    done-callbacks and no ``asyncio.shield`` per call (with them an append
+    cost the loop five scheduled callbacks; now it costs its task's wake-up).
+    A cancelled task cancels only its own future: the call runs on, and ends
+    here like any other.
 
     Patience: one timer per loop, set for the earliest deadline among its
     unanswered calls (rather than a timer per call, which cost each append
@@ -41,7 +49,7 @@ class _LoopInbox:
     is left to its group.
     """
 
-    __slots__ = ("_loop", "_pool", "_shared", "_timer", "_timer_at", "calls")
+    __slots__ = ("_emptied", "_loop", "_pool", "_shared", "_timer", "_timer_at", "calls")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor, shared: SharedCommits
@@ -49,28 +57,55 @@ class _LoopInbox:
         self._loop = loop
         self._pool = pool
         self._shared = shared
-        self.calls: dict[asyncio.Future[Any], SharedCall[Any]] = {}
-        """Every call of this loop not yet answered, by its future."""
+        self.calls: dict[SharedCall[Any], _Awaited] = {}
+        """Every call of this loop that has not ended, in the order they were made."""
+        self._emptied: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
 
     def post(self, calls: list[SharedCall[Any]]) -> None:
-        self._loop.call_soon_threadsafe(_settle, calls)
+        self._loop.call_soon_threadsafe(self._settle, calls)
 
     def lead(self, run: Callable[[], None]) -> None:
         self._pool.submit(run)
 
-    def watch(self, future: asyncio.Future[Any], call: SharedCall[Any]) -> None:
-        """On the loop: keep ``call`` until its future is done; mind its deadline."""
-        self.calls[future] = call
-        future.add_done_callback(self._ended)
+    def watch(self, call: SharedCall[Any], awaited: _Awaited) -> None:
+        """On the loop: keep ``call`` until it ends; mind its deadline."""
+        self.calls[call] = awaited
         if call.deadline < self._timer_at:
             self._arm(call.deadline)
 
-    def _ended(self, future: asyncio.Future[Any]) -> None:
-        del self.calls[future]
-        if not future.cancelled():
-            future.exception()  # seen: a cancelled task's error is not "never retrieved"
+    def _settle(self, calls: list[SharedCall[Any]]) -> None:
+        for call in calls:
+            self.end(call)
+
+    def end(self, call: SharedCall[Any]) -> None:
+        """On the loop: ``call`` has its outcome; hand it to its future (unless given up on)."""
+        awaited = self.calls.pop(call, None)
+        if awaited is None:
+            return
+        future, on_end = awaited
+        if on_end is not None:
+            on_end()
+        if not future.done():
+            error = call.error
+            if error is None:
+                future.set_result(call.result)
+            elif isinstance(error, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(error)
+        if not self.calls and self._emptied is not None:
+            if not self._emptied.done():
+                self._emptied.set_result(None)
+            self._emptied = None
+
+    async def drained(self) -> None:
+        """Once every call of this loop has ended (whether or not its task still waits)."""
+        while self.calls:
+            if self._emptied is None:
+                self._emptied = self._loop.create_future()
+            await asyncio.shield(self._emptied)
 
     def _arm(self, deadline: float) -> None:
         if self._timer is not None:
@@ -84,7 +119,7 @@ class _LoopInbox:
         now = time.monotonic()
         earliest = math.inf
         shared = self._shared
-        for future, call in list(self.calls.items()):
+        for call in list(self.calls):
             if call.deadline > now:
                 earliest = min(earliest, call.deadline)
                 continue
@@ -92,22 +127,14 @@ class _LoopInbox:
             error = StoreLockedError(
                 shared.database, shared.default_patience_s if patience is None else patience, 0
             )
-            if shared.withdraw(call, error) and not future.done():
-                future.set_exception(error)
+            if shared.withdraw(call, error):
+                self.end(call)
         if earliest < math.inf:
             self._arm(earliest)
 
 
-def _settle(calls: list[SharedCall[Any]]) -> None:
-    """On the loop: each call's future gets its outcome (unless its task gave up on it)."""
-    for call in calls:
-        future = call.token
-        if future.done():
-            continue
-        if call.error is not None:
-            future.set_exception(call.error)
-        else:
-            future.set_result(call.result)
+_Awaited = tuple["asyncio.Future[Any]", "Callable[[], None] | None"]
+"""A call's future (what its task awaits) and what to call once the call has ended."""
 
 
 class LoopWrites:
@@ -119,28 +146,36 @@ class LoopWrites:
         self._inboxes: dict[asyncio.AbstractEventLoop, _LoopInbox] = {}
 
     def start(
-        self, work: Callable[[UnitOfWork], _T], patience_s: float | None
+        self,
+        work: Callable[[UnitOfWork], _T],
+        patience_s: float | None,
+        on_end: Callable[[], None] | None = None,
     ) -> tuple[asyncio.Future[_T], Callable[[], None]]:
-        """Queue ``work`` now; (its outcome's future, a function withdrawing it if still queued)."""
+        """Queue ``work`` now; (its outcome's future, a function withdrawing it if still queued).
+
+        Await the future directly: cancelling it (a cancelled task does) leaves
+        the call running; then call the withdrawing function, which takes the
+        call back if no group has taken it yet (nothing of it is written) and
+        does nothing otherwise. ``on_end`` is called on the loop once the call
+        has ended, whichever way.
+        """
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
             inbox = self._inboxes[loop] = _LoopInbox(loop, self._pool, self._shared)
         future: asyncio.Future[_T] = loop.create_future()
         shared = self._shared
-        call = shared.submit(
-            work, patience_s, caller=id(asyncio.current_task()), inbox=inbox, token=future
-        )
-        inbox.watch(future, call)
+        call = shared.submit(work, patience_s, caller=id(asyncio.current_task()), inbox=inbox)
+        inbox.watch(call, (future, on_end))
 
         def withdraw() -> None:
             if shared.withdraw(call, asyncio.CancelledError()):
-                future.cancel()
+                inbox.end(call)
 
         return future, withdraw
 
     async def drain(self) -> None:
         """Wait for this loop's writes already queued or running (before the pool is shut down)."""
         inbox = self._inboxes.get(asyncio.get_running_loop())
-        while inbox is not None and inbox.calls:
-            await asyncio.wait(list(inbox.calls))
+        if inbox is not None:
+            await inbox.drained()

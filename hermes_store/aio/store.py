@@ -90,10 +90,9 @@ class AsyncStore:
         assert self._writes is not None  # made with the store's shared commits
         future, withdraw = self._writes.start(work, patience_s)  # queued now: the awaits' order
         try:
-            return await asyncio.shield(future)
+            return await future  # cancelling it leaves the call running (see LoopWrites.start)
         except asyncio.CancelledError:
-            if not future.done():
-                withdraw()  # nothing written if no group took it yet; else it runs on
+            withdraw()  # nothing written if no group took it yet; else it runs on
             raise
 
     async def read(self, work: Callable[[UnitOfWork], _T]) -> _T:

@@ -147,7 +147,6 @@ class SharedCall(Generic[_T]):
         "patience_s",
         "result",
         "state",
-        "token",
         "wake",
         "work",
     )
@@ -159,15 +158,12 @@ class SharedCall(Generic[_T]):
         deadline: float,
         caller: int | None = None,
         inbox: Inbox | None = None,
-        token: Any = None,
     ) -> None:
         self.work = work
         self.caller = threading.get_ident() if caller is None else caller
         """Who made it (a thread, or a task): the next group waits for the last one's callers."""
         self.inbox = inbox
         """None: its thread waits (:meth:`SharedCommits.drive`); else its outcome is posted."""
-        self.token = token
-        """What the inbox needs to hand the outcome over (an asyncio future)."""
         self.careful = False
         """Run alone in a savepoint of its own: it was in a combined run that failed."""
         self.patience_s = patience_s
@@ -285,7 +281,6 @@ class SharedCommits:
         *,
         caller: int | None = None,
         inbox: Inbox | None = None,
-        token: Any = None,
     ) -> SharedCall[_T]:
         """Queue ``work`` without waiting; the returned call's outcome comes later.
 
@@ -296,7 +291,7 @@ class SharedCommits:
         thread is handed a call, one leads their groups). Calls are taken in
         the order they were submitted.
         """
-        call = self._new_call(work, patience_s, caller, inbox, token)
+        call = self._new_call(work, patience_s, caller, inbox)
         summon = False
         with self._changed:
             self._enqueue(call)
@@ -312,10 +307,9 @@ class SharedCommits:
         patience_s: float | None,
         caller: int | None = None,
         inbox: Inbox | None = None,
-        token: Any = None,
     ) -> SharedCall[_T]:
         patience = self._default_patience_s if patience_s is None else patience_s
-        return SharedCall(work, patience_s, time.monotonic() + patience, caller, inbox, token)
+        return SharedCall(work, patience_s, time.monotonic() + patience, caller, inbox)
 
     def _enqueue(self, call: SharedCall[Any]) -> None:
         """With the mutex held: queue ``call``; wake a gathering leader it completes."""
