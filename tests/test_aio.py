@@ -484,3 +484,25 @@ def test_a_withdrawn_append_lets_the_sessions_next_one_go(db_path: Path) -> None
     withdrawn, kept = asyncio.run(main())
     assert isinstance(withdrawn, asyncio.CancelledError) and isinstance(kept, int)
     assert _messages(db_path, "s") == (1, ["kept"])
+
+
+def test_importing_the_async_api_loads_what_a_unit_would_import_in_a_worker() -> None:
+    """An import in a worker thread holds the GIL for milliseconds: it must not wait for a loop."""
+    lazy = [
+        "hermes_store.repositories.messages",
+        "hermes_store.repositories.search",
+        "hermes_store.repositories.sessions",
+    ]
+    probe = (
+        "import sys\n"
+        f"lazy = {lazy!r}\n"
+        "import hermes_store\n"
+        "before = [m for m in lazy if m in sys.modules]\n"
+        "import hermes_store.aio\n"
+        "print(before, [m for m in lazy if m not in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    # A plain `import hermes_store` keeps them lazy; the async API loads them all.
+    assert done.stdout.strip() == "[] []"

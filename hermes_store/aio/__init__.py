@@ -7,5 +7,8 @@ share commits (:mod:`hermes_store.uow.group`). See the README's "asyncio".
 
 from hermes_store.aio.session_db import AsyncSessionDB
 from hermes_store.aio.store import AsyncStore
+from hermes_store.uow.unit import load_repositories
+
+load_repositories()  # here, before a loop runs, not in a worker thread while it does
 
 __all__ = ["AsyncSessionDB", "AsyncStore"]

@@ -68,6 +68,22 @@ _UNSET = object()
 _SHARED_SAVEPOINT = "hermes_shared_call"
 
 
+def load_repositories() -> None:
+    """Import now the repositories a unit otherwise imports on first use.
+
+    For a program with an event loop (:mod:`hermes_store.aio` calls this at
+    its own import): an import in a worker thread holds the GIL for whole
+    milliseconds at a time -- compiling a stale module, and ``dataclass``
+    generating its methods through ``exec`` -- and stalls the loop for as
+    long (measured: 6-10 ms gaps of a 1 ms ticker at the first write of a
+    process, in about one run in eight). The ORM (``uow.orm``) stays
+    lazy: a quarter of ``import sqlalchemy`` again, for units that use it.
+    """
+    import hermes_store.repositories.messages
+    import hermes_store.repositories.search
+    import hermes_store.repositories.sessions  # noqa: F401
+
+
 class UnitOfWork:
     """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``.
 
