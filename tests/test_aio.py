@@ -33,6 +33,16 @@ from .conftest import ManualClock
 HOLDER = Path(__file__).with_name("lock_holder.py")
 
 
+async def _lock_held(db_path: Path, seconds: float) -> asyncio.subprocess.Process:
+    """Another process holding the file's write lock for ``seconds`` (await its ``wait()``)."""
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, str(HOLDER), str(db_path), str(seconds), stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None
+    assert (await holder.stdout.readline()).strip() == b"locked"
+    return holder
+
+
 def _public(cls: type) -> dict[str, Any]:
     return {
         name: member
@@ -221,11 +231,7 @@ def test_the_loop_runs_on_while_a_write_waits_for_another_process(db_path: Path)
     async def main() -> tuple[int, int, int]:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
-        holder = await asyncio.create_subprocess_exec(
-            sys.executable, str(HOLDER), str(db_path), "1.5", stdout=subprocess.PIPE
-        )
-        assert holder.stdout is not None
-        assert (await holder.stdout.readline()).strip() == b"locked"
+        holder = await _lock_held(db_path, 1.5)
         ticks = 0
         write_done = asyncio.Event()
 
@@ -279,11 +285,7 @@ def test_a_cancelled_write_is_all_or_nothing(db_path: Path) -> None:
     async def main() -> tuple[bool, bool]:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
-        holder = await asyncio.create_subprocess_exec(
-            sys.executable, str(HOLDER), str(db_path), "1", stdout=subprocess.PIPE
-        )
-        assert holder.stdout is not None
-        assert (await holder.stdout.readline()).strip() == b"locked"
+        holder = await _lock_held(db_path, 1)
         turn = [{"role": "user", "content": f"part {n}"} for n in range(3)]
         waiting = asyncio.create_task(db.append_messages("s", turn))
         queued = asyncio.create_task(db.append_messages("s", turn))  # behind it (same session)
@@ -350,11 +352,7 @@ def test_a_write_cancelled_while_queued_is_withdrawn(db_path: Path) -> None:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
         await db.create_session("t", "cli")
-        holder = await asyncio.create_subprocess_exec(
-            sys.executable, str(HOLDER), str(db_path), "1", stdout=subprocess.PIPE
-        )
-        assert holder.stdout is not None
-        assert (await holder.stdout.readline()).strip() == b"locked"
+        holder = await _lock_held(db_path, 1)
         first = asyncio.create_task(db.append_message("s", "user", "kept"))
         await asyncio.sleep(0.1)  # its group's leader now waits for the lock
         second = asyncio.create_task(db.append_message("t", "user", "withdrawn"))
@@ -376,11 +374,7 @@ def test_a_queued_write_out_of_patience_writes_nothing(db_path: Path) -> None:
     async def main() -> tuple[Any, Any]:
         astore = await AsyncStore.open(db_path)
         await astore.transact(lambda uow: uow.sessions.create("s", "cli"))
-        holder = await asyncio.create_subprocess_exec(
-            sys.executable, str(HOLDER), str(db_path), "1.5", stdout=subprocess.PIPE
-        )
-        assert holder.stdout is not None
-        assert (await holder.stdout.readline()).strip() == b"locked"
+        holder = await _lock_held(db_path, 1.5)
         patient = asyncio.create_task(
             astore.transact(lambda uow: uow.messages.append("s", "user", "patient"))
         )
@@ -466,11 +460,7 @@ def test_a_withdrawn_append_lets_the_sessions_next_one_go(db_path: Path) -> None
     async def main() -> tuple[Any, Any]:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
-        holder = await asyncio.create_subprocess_exec(
-            sys.executable, str(HOLDER), str(db_path), "1", stdout=subprocess.PIPE
-        )
-        assert holder.stdout is not None
-        assert (await holder.stdout.readline()).strip() == b"locked"
+        holder = await _lock_held(db_path, 1)
         first = asyncio.create_task(db.append_message("s", "user", "withdrawn"))
         await asyncio.sleep(0.1)  # queued; its group's leader waits for the lock
         second = asyncio.create_task(db.append_message("s", "user", "kept"))
