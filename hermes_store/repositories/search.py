@@ -265,6 +265,9 @@ class SearchRepository:
 
         :meth:`search` asks the same question right after (:meth:`_common_words`),
         in the same transaction; it takes the answer instead of a second probe.
+        Cleared before each search's ranking: a ranking that takes no windows
+        (filters routed elsewhere) must not leave an earlier search's answer,
+        which a write in the same unit may have made stale.
         """
         self.spells_out_prefixes = bool(
             not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
@@ -481,6 +484,7 @@ class SearchRepository:
         end = min(offset + limit, INT64_MAX)  # a LIMIT is 64-bit, so is the page's end
         window = {**filters, "limit": end, "offset": 0}
         word_query = self.word_query(items)
+        self._first_edge = None  # only this search's own ranking may answer for it
         words = self.match(word_query, **window)
         if len(words) == end or self._common_words(word_query):
             return words[offset:]
