@@ -83,44 +83,31 @@ def child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
 
 
 def _child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
-    go = threading.Barrier(WRITERS + 1)
     if variant == "plain":
         from bench.plain import PlainSessionDB
 
         plain = PlainSessionDB(db_path)
-
-        def write_plain(n: int) -> None:
-            go.wait()
-            for k in range(appends):
-                plain.append_message(f"w{n}", "user", content=f"message {k}")
-
-        elapsed, cpu = _threads(write_plain, go)
+        elapsed, cpu = _eight_appending(
+            lambda session, text: plain.append_message(session, "user", content=text), appends
+        )
         plain.close()
         return {"seconds": elapsed, "cpu_s": cpu, "transactions": WRITERS * appends}
     if variant == "plain-grouped":
         from bench.plain_group import GroupedPlainAppender
 
         grouped = GroupedPlainAppender(db_path)
-
-        def write_grouped(n: int) -> None:
-            go.wait()
-            for k in range(appends):
-                grouped.append_message(f"w{n}", "user", f"message {k}")
-
-        elapsed, cpu = _threads(write_grouped, go)
+        elapsed, cpu = _eight_appending(
+            lambda session, text: grouped.append_message(session, "user", text), appends
+        )
         grouped.close()
         return {"seconds": elapsed, "cpu_s": cpu, "transactions": grouped.transactions}
     if variant in ("threads", "threads-unshared"):
         from hermes_store import SessionDB
 
         db = SessionDB(db_path, shared_commits=variant == "threads")
-
-        def write(n: int) -> None:
-            go.wait()
-            for k in range(appends):
-                db.append_message(f"w{n}", "user", f"message {k}")
-
-        elapsed, cpu = _threads(write, go)
+        elapsed, cpu = _eight_appending(
+            lambda session, text: db.append_message(session, "user", text), appends
+        )
         shared = db.store.shared
         groups = shared.groups if shared is not None else WRITERS * appends
         db.close()
@@ -146,9 +133,17 @@ def _child(variant: str, db_path: str, appends: int) -> dict[str, Any]:
     return asyncio.run(run())
 
 
-def _threads(target: Callable[[int], None], go: threading.Barrier) -> tuple[float, float]:
-    """(wall, CPU) seconds of the process while the writer threads ran."""
-    threads = [threading.Thread(target=target, args=(n,)) for n in range(WRITERS)]
+def _eight_appending(append: Callable[[str, str], object], appends: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of the process while 8 threads, started together, each called
+    ``append(session, text)`` ``appends`` times, thread ``n`` on session ``wn``."""
+    go = threading.Barrier(WRITERS + 1)
+
+    def write(n: int) -> None:
+        go.wait()
+        for k in range(appends):
+            append(f"w{n}", f"message {k}")
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
     for thread in threads:
         thread.start()
     go.wait()
@@ -171,12 +166,7 @@ def _run_child(variant: str, db: Path, appends: int, strace: bool = False) -> di
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     if strace:
         text = db.with_suffix(".strace").read_text()
-        result["fsyncs"] = sum(
-            int(m.group(1))
-            for m in re.finditer(
-                r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync", text, re.M
-            )
-        )
+        result["fsyncs"] = sum(int(m.group(1)) for m in re.finditer(_STRACE_ROW, text, re.M))
     return result
 
 
@@ -492,17 +482,16 @@ def report_appenders(eight: dict[str, Any]) -> None:
         "tasks": "AsyncSessionDB, 8 tasks",
         "threads-unshared": "SessionDB unshared, 8 threads",
     }
-    floors = eight.get("ratio_vs_floor", {})
     for variant in VARIANTS:
         ratio = eight["ratio_vs_plain"][variant]
-        floor = floors.get(variant)
+        floor = eight["ratio_vs_floor"][variant]
         fsync = eight["fsyncs_per_append"].get(variant)
         verdict = ""
         if variant in ("threads", "tasks"):
             verdict = "PASS" if ratio >= 3.0 else "MISS"
         print(
             f"{names[variant]:<34} {eight['appends_per_s'][variant]:>10.0f} {ratio:>7.2f}x "
-            f"{'-' if floor is None else f'{floor:.2f}x':>8} "
+            f"{floor:>7.2f}x "
             f"{eight['appends_per_transaction'][variant]:>12.1f} "
             f"{'-' if fsync is None else f'{fsync:.2f}':>14} "
             f"{eight['cpu_per_append_s'][variant] * 1e6:>8.0f} us  {verdict}"
