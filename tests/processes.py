@@ -28,3 +28,15 @@ def open_at_once(target: str, workers: int) -> None:
     for proc in procs:
         _out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
+
+
+def probe_output(code: str, timeout: float = 120) -> str:
+    """Run ``code`` in a fresh interpreter (nothing imported yet); its stdout, stripped.
+
+    For what only a new process shows: which modules an import loads, what
+    an open writes. A failing probe fails the test with its traceback.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=timeout
+    )
+    return done.stdout.strip()

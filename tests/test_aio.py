@@ -29,6 +29,7 @@ from hermes_store.errors import (
 from hermes_store.uow.unit import UnitOfWork
 
 from .conftest import ManualClock
+from .processes import probe_output
 
 HOLDER = Path(__file__).with_name("lock_holder.py")
 
@@ -491,8 +492,5 @@ def test_importing_the_async_api_loads_what_a_unit_would_import_in_a_worker() ->
         "import hermes_store.aio\n"
         "print(before, [m for m in lazy if m not in sys.modules])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
     # A plain `import hermes_store` keeps them lazy; the async API loads them all.
-    assert done.stdout.strip() == "[] []"
+    assert probe_output(probe) == "[] []"

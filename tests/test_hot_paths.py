@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import decimal
 import sqlite3
-import subprocess
-import sys
 import threading
 from contextlib import closing
 from pathlib import Path
@@ -24,6 +22,8 @@ from hermes_store.repositories.messages import MESSAGE_FIELDS, insert_rows
 from hermes_store.repositories.sessions import insert_session_row
 from hermes_store.schema.state import read_state
 from hermes_store.schema.tables import sessions_table
+
+from .processes import probe_output
 
 S = sessions_table
 
@@ -275,10 +275,7 @@ def test_opening_a_current_database_imports_no_alembic_and_writes_nothing(db_pat
         "db.close()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.strip() == "[]"
+    assert probe_output(probe, timeout=60) == "[]"
     assert db_path.read_bytes() == before
 
 
