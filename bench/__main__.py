@@ -19,13 +19,14 @@ import json
 import os
 import platform
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from . import workloads as W
 from .corpus import SEARCH_QUERIES

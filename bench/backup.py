@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sqlite3
 import statistics
 import time
 from pathlib import Path
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.backup import backup
 
 from .corpus import CorpusSpec, build_corpus, make_template

@@ -14,11 +14,11 @@ import bisect
 import json
 import random
 import shutil
-import sqlite3
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, fill_totals
 from hermes_store.schema.totals import TABLES as TOTALS_TABLES
 from hermes_store.schema.totals import TRIGGERS as TOTALS_TRIGGERS

@@ -8,12 +8,40 @@ pages, and a file without its header is a different failure.
 
 from __future__ import annotations
 
+import json
 import os
 import random
-import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
+
+_DBSTAT_CHILD = """
+import json, sqlite3, sys
+path, sql, params = json.loads(sys.stdin.read())
+connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+print(json.dumps(connection.execute(sql, params).fetchall()))
+"""
+
+
+def dbstat_rows(path: Path, sql: str, params: Iterable[object] = ()) -> list[tuple[object, ...]]:
+    """Rows of a query on ``dbstat`` (and the file's own tables), run in a child process.
+
+    The bundled SQLite the store links is built without the ``dbstat`` table;
+    Python's own usually has it. The child keeps the two libraries out of one
+    process: two copies of SQLite in one process break each other's file locks.
+    """
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _DBSTAT_CHILD],
+        input=json.dumps([str(path), sql, list(params)]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [tuple(row) for row in json.loads(done.stdout)]
 
 
 def page_size(path: Path) -> int:
@@ -31,15 +59,12 @@ def pages_of(path: Path, names: Iterable[str], pagetype: str | None = None) -> l
     wanted = sorted(set(names))
     marks = ", ".join("?" for _ in wanted)
     kind = "" if pagetype is None else " AND pagetype = ?"
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = connection.execute(
-            f"SELECT pageno FROM dbstat WHERE name IN ({marks}){kind} ORDER BY pageno",
-            [*wanted, *([pagetype] if pagetype else [])],
-        ).fetchall()
-    finally:
-        connection.close()
-    return [page for (page,) in rows if page != 1]
+    rows = dbstat_rows(
+        path,
+        f"SELECT pageno FROM dbstat WHERE name IN ({marks}){kind} ORDER BY pageno",
+        [*wanted, *([pagetype] if pagetype else [])],
+    )
+    return [int(str(page)) for (page,) in rows if page != 1]
 
 
 def page_count(path: Path) -> int:

@@ -18,11 +18,12 @@ import argparse
 import json
 import os
 import platform
-import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .field_corpus import FULL, SMALL, WORK, ensure
 from .field_queries import CLASSES

@@ -24,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import sqlite3
 import sys
 import time
 from collections import Counter
@@ -32,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from . import field_text
 from .field_messages import MESSAGE_COLUMNS, SESSION_COLUMNS, MessageRow, session_rows

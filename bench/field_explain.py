@@ -17,7 +17,6 @@ import argparse
 import cProfile
 import io
 import pstats
-import sqlite3
 import statistics
 import sys
 import time
@@ -25,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .field_corpus import FULL, SMALL, ensure
 from .field_queries import CLASSES, FILTERS

@@ -25,13 +25,14 @@ import argparse
 import gc
 import json
 import os
-import sqlite3
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .field_corpus import FULL, SMALL, ensure
 

@@ -13,10 +13,11 @@ into the file first so the sizes are comparable.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .field_corpus import fts_tables
 

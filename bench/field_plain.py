@@ -14,10 +14,11 @@ the title lineage lookups with ``LIKE 'T #%'``.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .plain import sanitize_fts5_query
 

@@ -9,10 +9,11 @@ compares different work without saying so.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .field_plain import PlainField
 from .field_queries import CLASSES, FILTERS, QueryClass

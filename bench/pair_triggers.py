@@ -14,7 +14,6 @@ Prints the median wall time per append and the ratios. 0011 is skipped above
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hermes_store import Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.migrate import upgrade
 
 TEXTS: dict[str, Callable[[int], str]] = {

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import random
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 SCHEMA_VERSION = 6
 """The old code's version; like it, the baseline reads any newer file (it checks ``<``)."""

@@ -17,11 +17,11 @@ callers waiting).
 from __future__ import annotations
 
 import _thread
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from bench.plain import _INSERT_HEAD, _ONE_ROW, _bump_counters, _message_values
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 
 class _Slot:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.recovery.recover import recover
 
 from .corpus import CorpusSpec, build_corpus, make_template

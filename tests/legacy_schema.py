@@ -18,9 +18,10 @@ since the v6 script grew from those.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 LEGACY_VERSIONS = (1, 2, 3, 4, 5, 6)
 

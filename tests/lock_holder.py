@@ -8,9 +8,10 @@ VACUUM or a long checkpoint looks like to the store.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 
 def main() -> None:

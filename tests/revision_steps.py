@@ -7,11 +7,11 @@ before its own; the answers come from here, as ``sqlite_master`` rows.
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from hermes_store import Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.migrate import upgrade
 
 SchemaRows = set[tuple[str, str, str | None]]

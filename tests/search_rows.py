@@ -6,11 +6,12 @@ question; these are the pieces they share.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 GATEWAY_FILTERS: dict[str, Any] = {
     "source_filter": ["telegram", "discord"],

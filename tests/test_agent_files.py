@@ -13,7 +13,6 @@ and Chinese), the file's FTS indexes whole (``integrity-check`` with
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from hermes_store import (
     SessionDB,
     Store,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.state import HEAD_REVISION, Ladder
 from tests.upstream_schema import (
     CJK_STALE_KEY,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import pytest
 
 from hermes_store import SessionDB, Store
 from hermes_store.aio import AsyncSessionDB, AsyncStore
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import (
     InvalidInputError,
     SessionNotFoundError,

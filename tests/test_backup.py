@@ -8,7 +8,6 @@ prefix of what it committed (one snapshot: no gap, no half of a commit).
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from bench.damage import overwrite_pages, pages_of
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import InvalidInputError
 from hermes_store.tools.backup import BackupError, backup, backups_in
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -25,6 +24,7 @@ from hermes_store import (
     SessionNotFoundError,
     TitleConflictError,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 Call = Callable[[SessionDB], Any]
 

@@ -10,7 +10,6 @@ verdict must say what they claim. Nothing here is timed.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from bench.field_plan import plan_sessions
 from bench.field_prune import cutoff_days
 from bench.field_rows import Row
 from bench.field_search import agreement
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 TINY = FieldSpec(messages=600, sessions=40, seed=7)
 

@@ -6,12 +6,12 @@ against; a floor that dropped or merged appends would look faster than it is.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 
 from bench.plain_group import GroupedPlainAppender
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 WRITERS = 8
 APPENDS = 60

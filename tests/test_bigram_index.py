@@ -8,13 +8,13 @@ scan of the same file.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.bigrams import RANGES, branch_grams, grams, indexed
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.substrings import has_cjk

@@ -8,13 +8,13 @@ same file, restricted by plain SQL to each window's rowid range.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories import search
 
 pytestmark = pytest.mark.sqlite_only("FTS5 rank windows (PostgreSQL ranks with ts_rank)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.check import check
 
 

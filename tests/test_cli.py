@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 pytestmark = pytest.mark.sqlite_only(
     "the command line on state.db files; on a PostgreSQL URL: test_pg_cli.py and test_copy.py"

@@ -11,7 +11,6 @@ message, ids included.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.copy import CopyError, copy_store
 
 REPO = Path(__file__).resolve().parents[1]

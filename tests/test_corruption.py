@@ -9,7 +9,6 @@ empty result, or report a delete that did not happen.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bench.damage import overwrite_pages, pages_of
+from bench.damage import dbstat_rows, overwrite_pages, pages_of
 from hermes_store import (
     SessionDB,
     SessionNotFoundError,
@@ -26,6 +25,7 @@ from hermes_store import (
     StoreCorruptError,
     StoreError,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.check import check
 from hermes_store.uow.corruption import is_corruption
 
@@ -212,23 +212,24 @@ def test_a_delete_that_meets_a_damaged_page_does_not_report_success(
 
 def _leaf_holding(path: Path, rowid: int) -> int:
     """The leaf page of ``messages`` that holds ``rowid`` (read before the damage)."""
+    leaves = dbstat_rows(
+        path,
+        "SELECT pageno, ncell FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' "
+        "ORDER BY path",
+    )
     connection = sqlite3.connect(path)
     try:
-        leaves = connection.execute(
-            "SELECT pageno, ncell FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' "
-            "ORDER BY path"
-        ).fetchall()
         (ordinal,) = connection.execute(
             "SELECT COUNT(*) FROM messages WHERE id <= ?", (rowid,)
         ).fetchone()
-        # dbstat lists leaves in key order; the cell counts tell where rowid falls.
-        before = 0
-        for page, cells in leaves:
-            if before < ordinal <= before + cells:
-                return int(page)
-            before += cells
     finally:
         connection.close()
+    # dbstat lists leaves in key order; the cell counts tell where rowid falls.
+    before = 0
+    for page, cells in leaves:
+        if before < ordinal <= before + int(str(cells)):
+            return int(str(page))
+        before += int(str(cells))
     raise AssertionError(f"no leaf holds rowid {rowid}")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.check import check
 
 pytestmark = pytest.mark.sqlite_only("a SQLite file reopened after SIGKILLed writers")

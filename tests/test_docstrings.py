@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB, Store, UnitOfWork
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories.maintenance import MaintenanceRepository
 from hermes_store.repositories.messages import MessageRepository
 from hermes_store.repositories.search import SearchRepository

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import json
-import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import closing
@@ -24,6 +23,7 @@ from hermes_store import (
     SessionNotFoundError,
     Store,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories.messages import BATCH_ROWS
 from hermes_store.tools.check import check
 

@@ -11,7 +11,6 @@ SQLAlchemy's, and a write that failed left the file as it was.
 from __future__ import annotations
 
 import os
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from hermes_store import (
     StoreError,
     StoreFullError,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .test_full_disk import run_worker as run_full_disk
 from .test_full_disk import small_disks

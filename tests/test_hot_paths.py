@@ -7,7 +7,6 @@ them to the same behaviour as the machinery they bypass.
 from __future__ import annotations
 
 import decimal
-import sqlite3
 import threading
 from contextlib import closing
 from pathlib import Path
@@ -18,6 +17,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends.prepared import Prepared
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories.messages import MESSAGE_FIELDS, insert_rows
 from hermes_store.repositories.sessions import insert_session_row
 from hermes_store.schema.state import read_state

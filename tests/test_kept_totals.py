@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import random
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.layout import (
     ROOTS_LISTING_INDEX,
     ROOTS_SOURCE_LISTING_INDEX,

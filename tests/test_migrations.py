@@ -16,7 +16,6 @@ import hashlib
 import importlib.util
 import io
 import os
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from hermes_store import Store
 from hermes_store.backends import create_store_engine
 from hermes_store.backends.location import sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import SchemaError
 from hermes_store.schema.migrate import (
     HEAD_REVISION,

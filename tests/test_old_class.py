@@ -9,7 +9,6 @@ SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from contextlib import closing
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from hermes_store import InvalidInputError, SessionDB, SessionExistsError
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 from .legacy_schema import build_legacy_db
 from .test_facade import raw_message_count, raw_rows, raw_session

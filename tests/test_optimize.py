@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 pytestmark = pytest.mark.sqlite_only("VACUUM and FTS5 segments are SQLite's")
 

@@ -4,7 +4,6 @@ PostgreSQL matching exactly what FTS5 matches for the same query."""
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
 
@@ -20,6 +19,7 @@ from hermes_store.backends.postgresql.tsquery import (
     tsquery_text,
     unicode61_pieces,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.query_syntax import (
     OPERATORS,
     query_items,

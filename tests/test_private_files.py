@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.private_files import UnsafeDatabasePathError
 
 pytestmark = pytest.mark.sqlite_only("file permissions of state.db and its -wal/-shm")

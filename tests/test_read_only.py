@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from hermes_store import (
     Store,
     StoreNotFoundError,
 )
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from tests.legacy_schema import LEGACY_VERSIONS, SEARCH_WORDS, build_legacy_db
 
 pytestmark = pytest.mark.sqlite_only("read-only opens of SQLite files")

@@ -16,15 +16,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.corpus import CorpusSpec, build_corpus, make_template
-from bench.damage import DRILLS, Drill, overwrite_pages, recover_shell, shell_recover
+from bench.damage import DRILLS, Drill, dbstat_rows, overwrite_pages, recover_shell, shell_recover
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.check import check
 from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile
 from hermes_store.tools.recovery.recover import RecoveryError, recover
@@ -63,7 +63,7 @@ def rowids_on(path: Path, pages: list[int]) -> set[int]:
         "SELECT rootpage FROM sqlite_master WHERE name = 'messages'"
     ).fetchone()
     owned = {
-        row[0] for row in connection.execute("SELECT pageno FROM dbstat WHERE name = 'messages'")
+        row[0] for row in dbstat_rows(path, "SELECT pageno FROM dbstat WHERE name = 'messages'")
     }
     connection.close()
     ids: set[int] = set()
@@ -182,12 +182,13 @@ def test_ids_are_never_handed_out_again(pristine: Path, tmp_path: Path) -> None:
     shutil.copyfile(pristine, damaged)
     connection = sqlite3.connect(pristine)
     (last,) = connection.execute("SELECT MAX(id) FROM messages").fetchone()
-    (page,) = connection.execute(
-        "SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' "
-        "ORDER BY path DESC LIMIT 1"
-    ).fetchone()
     connection.close()
-    overwrite_pages(damaged, [page], seed=1)  # the last leaf: the largest ids are gone
+    ((page,),) = dbstat_rows(
+        pristine,
+        "SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' "
+        "ORDER BY path DESC LIMIT 1",
+    )
+    overwrite_pages(damaged, [int(str(page))], seed=1)  # the last leaf: the largest ids are gone
     recover(damaged, tmp_path / "recovered.db")
     db = SessionDB(tmp_path / "recovered.db")
     assert db.append_message("sess_long", "user", "new") == last + 1

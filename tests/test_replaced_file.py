@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.backup import backup
 
 pytestmark = pytest.mark.sqlite_only("a SQLite file replaced at its path")

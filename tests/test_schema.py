@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import warnings
@@ -33,6 +32,7 @@ from sqlalchemy.engine import Engine
 
 from hermes_store.backends import create_store_engine
 from hermes_store.backends.location import sqlite_url
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.migrate import upgrade, upgrade_to_head
 from hermes_store.schema.models import Base
 from tests.legacy_schema import (

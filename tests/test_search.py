@@ -10,7 +10,6 @@ where that is unambiguous.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -20,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.query_syntax import OPERATORS, sanitize_fts5_query
 from hermes_store.repositories import SearchRepository
 

@@ -10,7 +10,6 @@ which.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories import search
 from hermes_store.schema.layout import SEARCH_FILTER_INDEX, TRIGRAM_INDEX
 from hermes_store.schema.migrate import downgrade, upgrade

@@ -8,13 +8,13 @@ DESC`` for newest-first ones, ``LIKE`` for substring recall.
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories import search
 from tests.search_rows import GATEWAY_FILTERS, first_column, gateway_order, hit_ids
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import SessionNotFoundError, StoreLockedError
 from hermes_store.uow.group import SharedCommits
 from hermes_store.uow.unit import UnitOfWork

@@ -5,12 +5,12 @@ Tests named ``test_regression_*`` pin defects found and fixed in the package.
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 
 import pytest
 
 from hermes_store import InvalidInputError, SessionDB, TitleConflictError
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.migrate import downgrade, upgrade
 from tests.legacy_schema import build_legacy_db
 

@@ -21,12 +21,12 @@ so these tests check three things, with nothing but the standard library:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from tests import upstream_schema as up
 
 # Digests of schema_signature() of the files the REAL upstream code produced

@@ -43,12 +43,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from tests.legacy_schema import DOCUMENTED_FTS_DDL, build_legacy_db
 
 UPSTREAM_VERSIONS = (7, 8, 9, 10, 11, 25)
@@ -1606,6 +1606,8 @@ def fts_check(path: Path) -> dict[str, Any]:
     with _connection(path) as connection:
         for table in fts_tables(connection):
             try:
+                # A match first: newer SQLite loads a tokenizer only when it tokenizes.
+                connection.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH 'a' LIMIT 1")
                 connection.execute(
                     f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)"
                 )

@@ -87,8 +87,11 @@ def _version() -> str:
         version = metadata.version("hermes-store")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         version = "(not installed)"
+    from hermes_store.backends.sqlite import library
+
     return (
         f"hermes-store {version} (schema version {HEAD_SCHEMA_VERSION}, revision {HEAD_REVISION})"
+        f"\n{library.describe()}"
     )
 
 
@@ -661,6 +664,18 @@ def check(
     if as_json:
         write_json({**asdict(report), "ok": report.ok})
         return None if report.ok else 1
+    if report.sqlite_library is not None:
+        from hermes_store.backends.sqlite.library import WAY_OUT
+
+        bug = (
+            f"SQLite {report.sqlite_library} has the WAL-reset bug; {WAY_OUT}"
+            if report.sqlite_affected
+            else None
+        )
+        line = render.status_line("SQLite library", bug)
+        if not report.sqlite_affected:
+            line.append(f" ({report.sqlite_library}, free of the WAL-reset bug)")
+        show(line)
     integrity = "; ".join(report.integrity[:3]) if report.integrity else None
     if integrity and len(report.integrity) > 3:
         integrity += f" (and {len(report.integrity) - 3} more)"

@@ -20,7 +20,6 @@ SQLAlchemy's exception classes either way, so callers catch one family.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -31,6 +30,8 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 
 @dataclass(frozen=True)

@@ -118,12 +118,16 @@ def _listed_columns(layout: Layout) -> str:
 
 @lru_cache(maxsize=16)
 def _tip_rows_statement(layout: Layout) -> TextClause:
-    """The listed rows of the tips of the given roots that have a continuation."""
+    """The listed rows of the tips of the given roots that have a continuation.
+
+    ``CROSS JOIN`` keeps SQLite from reordering the join: the few tips drive
+    the look-ups of their sessions (some releases' planners otherwise scan
+    every session and probe the tips). PostgreSQL reads it as a plain join.
+    """
     sql = f"""{_CHAINS}
         SELECT tip.root_id AS lineage_root_id, {_listed_columns(layout)}
-        FROM {sessions_from(layout)}
-        JOIN tip ON tip.id = s.id
-        WHERE tip.id <> tip.root_id
+        FROM tip CROSS JOIN {sessions_from(layout)}
+        WHERE s.id = tip.id AND tip.id <> tip.root_id
         """
     return text(shadowed(sql, layout)).bindparams(*_CHAIN_PARAMS, *_PREVIEW_PARAMS)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from typing import Any, cast
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.sqlite.integrity import page_findings
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.layout import STANDARD, Layout
 from hermes_store.schema.totals import KEPT_TOTALS_INTACT, fill_totals, totals_problems
 
@@ -154,12 +155,7 @@ class MaintenanceRepository:
                     f"id {largest}: the next append would collide (check --repair moves it)"
                 ]
             return []
-        rows = self._c.exec_driver_sql("PRAGMA integrity_check").scalars().all()
-        if rows == ["ok"]:
-            return []
-        # One finding a line (SQLite may put several in one row), without its banner.
-        lines = (line.strip() for row in rows for line in str(row).splitlines())
-        return [line for line in lines if line and not line.startswith("*** in database")]
+        return page_findings(self._c.exec_driver_sql("PRAGMA integrity_check").scalars())
 
     def foreign_key_problems(self) -> list[dict[str, Any]]:
         """Rows whose parent row is missing, each as ``table, rowid, parent``.

@@ -6,7 +6,6 @@ columns on both, and :class:`SearchRepository` picks by ``connection.dialect``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -21,6 +20,7 @@ from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
 from hermes_store.backends.sqlite.fts_vocabulary import terms_under
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
 from hermes_store.domain.bigrams import branch_grams
 from hermes_store.domain.prefixes import TOKENIZERS, spell_out

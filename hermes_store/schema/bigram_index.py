@@ -11,11 +11,11 @@ texts with a non-ASCII character, which are the only ones with a pair.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.bigrams import grams
 
 HAS_PAIRS = "length(CAST({text} AS BLOB)) > length({text})"

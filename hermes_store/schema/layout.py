@@ -31,10 +31,10 @@ program made to the file and reads the layout again (see
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import SchemaError
 from hermes_store.schema import totals
 from hermes_store.schema.state import (
@@ -317,9 +317,16 @@ def _parse_fts5(name: str, sql: str) -> FtsIndex:
 
 
 def _usable(dbapi_connection: sqlite3.Connection, name: str) -> bool:
-    """Whether this process can open the table (its tokenizer is registered here)."""
+    """Whether this process can open the table (its tokenizer is registered here).
+
+    A query must tokenize something to find out: newer SQLite releases load a
+    table's tokenizer only when it first tokenizes, so a bare read of an index
+    whose tokenizer is missing succeeds while every match and insert fails.
+    """
     try:
-        dbapi_connection.execute(f"SELECT rowid FROM {name} LIMIT 0").fetchall()
+        dbapi_connection.execute(
+            f"SELECT rowid FROM {name} WHERE {name} MATCH 'a' LIMIT 1"
+        ).fetchall()
     except sqlite3.OperationalError as error:
         if "tokenizer" in str(error).lower() or "no such module" in str(error).lower():
             return False

@@ -14,12 +14,12 @@ known to be at the starting revision.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from alembic import context, op
 from sqlalchemy import Column, inspect
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import SchemaError
 
 

@@ -20,7 +20,6 @@ is used as it is (see :mod:`hermes_store.schema.layout`) and never migrated here
 from __future__ import annotations
 
 import enum
-import sqlite3
 from dataclasses import dataclass
 from typing import cast
 
@@ -28,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.backends.options import READ_OPTION
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import SchemaError
 
 DOCUMENT_VERSION = 6

@@ -35,8 +35,9 @@ else exactly.
 from __future__ import annotations
 
 import math
-import sqlite3
 from typing import Any
+
+from hermes_store.backends.sqlite.library import driver as sqlite3
 
 MESSAGE_TOTAL_TABLE = "message_total"
 MODEL_TOTALS_TABLE = "model_usage_totals"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +36,8 @@ from pathlib import Path
 from sqlalchemy.engine import URL
 
 from hermes_store.backends.location import hermes_home, resolve_url, sqlite_file
+from hermes_store.backends.sqlite.integrity import page_findings
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.private_files import PRIVATE_MODE
 from hermes_store.errors import InvalidInputError, StoreError
 from hermes_store.tools.disk import require_free_space, sync
@@ -171,8 +172,8 @@ def _failure(error: sqlite3.Error, source: Path, what: str) -> BackupError:
 def _verify(path: Path, source: Path, sessions: int, messages: int) -> None:
     checker = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        problems = [row[0] for row in checker.execute("PRAGMA integrity_check")]
-        if problems != ["ok"]:
+        problems = page_findings(row[0] for row in checker.execute("PRAGMA integrity_check"))
+        if problems:
             raise _damaged_source(source, "; ".join(" ".join(p.split()) for p in problems[:3]))
         counted = checker.execute(COUNT_ROWS).fetchone()
         mode = checker.execute("PRAGMA journal_mode").fetchone()[0]

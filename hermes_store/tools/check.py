@@ -28,12 +28,13 @@ Nothing is repaired then: the way out is a backup or ``recover``.
 from __future__ import annotations
 
 import os
-import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_store.backends.sqlite import library
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import ReadOnlyStoreError, StoreCorruptError
 from hermes_store.repositories.maintenance import (
     MaintenanceRepository,
@@ -63,6 +64,10 @@ class CheckReport:
     repaired_identity: bool = False
     damage: DamageSurvey | None = None
     """SQLite pages found damaged: the survey of what still reads (nothing else was run)."""
+    sqlite_library: str | None = None
+    """SQLite only: the release the store's connections link, and the module that links it."""
+    sqlite_affected: bool | None = None
+    """SQLite only: whether that release has the WAL-reset bug (a warning, not a finding)."""
 
     @property
     def ok(self) -> bool:
@@ -77,6 +82,9 @@ class CheckReport:
 def check(store: Store, *, repair: bool = False) -> CheckReport:
     """Run every check; with ``repair``, recompute counters and rebuild FTS if needed."""
     report = CheckReport()
+    if store.engine.dialect.name == "sqlite":
+        report.sqlite_library = f"{library.VERSION} ({library.MODULE})"
+        report.sqlite_affected = library.AFFECTED
     try:
         _run(store, report, repair)
     except StoreCorruptError as error:  # a later check met a page integrity_check missed

@@ -31,12 +31,12 @@ size of the file, for its copy.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreLockedError
 from hermes_store.schema.layout import Layout
 

@@ -14,8 +14,7 @@ this module answers only "is it damage?", so the two sets of rules stay apart.
 
 from __future__ import annotations
 
-import sqlite3
-
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreCorruptError
 
 SQLITE_CORRUPT = 11

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, PendingRollbackError
 
 from hermes_store.backends.location import sqlite_file
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import (
     StoreAccessError,
     StoreError,

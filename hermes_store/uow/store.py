@@ -12,7 +12,6 @@ engine with cold statement caches.
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -27,6 +26,7 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.location import resolve_url, sqlite_file
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.backends.postgresql.engine import kept_connection_alive, retry_aborted
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.private_files import (
     ensure_private_database,
     require_existing_database,

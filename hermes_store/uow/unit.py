@@ -31,7 +31,6 @@ for it pays one attribute test at its end.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -43,6 +42,7 @@ from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.postgresql.engine import set_unit_patience
 from hermes_store.backends.prepared import driver_error
 from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
 from hermes_store.schema.layout import (
     STANDARD,

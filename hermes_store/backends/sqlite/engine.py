@@ -29,7 +29,6 @@ import itertools
 import logging
 import os
 import random
-import sqlite3
 import time
 import urllib.parse
 from pathlib import Path
@@ -42,7 +41,9 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.location import sqlite_file
 from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.sqlite import library
 from hermes_store.backends.sqlite.file_identity import OpenedFiles
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreLockedError
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
@@ -77,12 +78,15 @@ def create_sqlite_engine(
         uri = read_only_uri(path)
         engine = create_engine(
             url,
+            module=sqlite3,
             creator=lambda: sqlite3.connect(
                 uri, uri=True, check_same_thread=False, timeout=timeout
             ),
         )
     else:
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": timeout})
+        engine = create_engine(
+            url, module=sqlite3, connect_args={"check_same_thread": False, "timeout": timeout}
+        )
     # Absolute for the replaced-file check: SQLite keeps the full path it opened, and a
     # process that changes directory must not see its own file as "moved away".
     opened = os.path.abspath(path) if path is not None else None
@@ -229,12 +233,17 @@ def _install_sqlite_rules(
         # Set even for FULL: a build whose default is NORMAL must not weaken it silently.
         dbapi_connection.execute(synchronous)
         (mode,) = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
+        library.warn_once(database)
         if (
             not read_only
+            and not library.AFFECTED
             and str(mode).lower() != "wal"
             and not _keeps_its_journal_mode(dbapi_connection)
         ):
             # Asking only when needed keeps the open of a current database read-only.
+            # A library with the WAL-reset bug leaves the file in the mode it has:
+            # a new one stays out of WAL, one already in WAL cannot be taken out
+            # while other processes may hold it.
             dbapi_connection.execute("PRAGMA journal_mode = WAL")
         record.info[_SQLITE_RULES] = rules
         if opened_path is not None:  # the files it now holds (journal_mode opened the WAL)

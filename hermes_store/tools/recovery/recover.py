@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, text, update
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
 from hermes_store.repositories.maintenance import MaintenanceRepository
 from hermes_store.repositories.messages import insert_rows

@@ -16,7 +16,6 @@ key's index, and the rowid ranges of damaged pages of the ``messages`` tree.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, Table, Text
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories.shapes import storage_type
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.tools.recovery.pages import (

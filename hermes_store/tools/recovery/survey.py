@@ -10,11 +10,11 @@ file itself is only read; the snapshot is deleted afterwards.
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
 from hermes_store.tools.disk import require_free_space
 from hermes_store.tools.recovery.salvage import TreeReport, salvage
