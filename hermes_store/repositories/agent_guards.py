@@ -21,16 +21,21 @@ from collections.abc import Iterable
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.prepared import Prepared
 from hermes_store.errors import SchemaError, SessionBusyError
 from hermes_store.schema.layout import Layout
 
 _ANY_MESSAGE = text("SELECT 1 FROM messages WHERE session_id IN :p_ids LIMIT 1").bindparams(
     bindparam("p_ids", expanding=True)
 )
-_HELD_LOCKS = text(
-    "SELECT session_id, holder, expires_at FROM compression_locks "
-    "WHERE session_id IN :p_ids AND expires_at > :p_now"
-).bindparams(bindparam("p_ids", expanding=True))
+# One session at a time: an append names one or a few sessions, and a statement
+# without an expanding IN is compiled once and then run straight on the driver.
+_HELD_LOCK = Prepared(
+    text(
+        "SELECT session_id, holder, expires_at FROM compression_locks "
+        "WHERE session_id = :p_id AND expires_at > :p_now"
+    )
+)
 
 
 def refuse_locked_sessions(
@@ -43,12 +48,11 @@ def refuse_locked_sessions(
     """
     if not layout.compression_locks:
         return
-    ids = sorted(set(session_ids))
-    if not ids:
-        return
-    held = connection.execute(_HELD_LOCKS, {"p_ids": ids, "p_now": time.time()}).first()
-    if held is not None:
-        raise SessionBusyError(str(held[0]), str(held[1]), float(held[2]))
+    now = time.time()
+    for session_id in sorted(set(session_ids)):
+        held = _HELD_LOCK.rows(connection, {"p_id": session_id, "p_now": now})
+        if held:
+            raise SessionBusyError(str(held[0][0]), str(held[0][1]), float(held[0][2]))
 
 
 def refuse_broken_deletes(
