@@ -93,7 +93,7 @@ def recovered_rows(path: Path) -> dict[int, tuple[Any, ...]]:
         connection.close()
 
 
-def assert_healthy_store(path: Path) -> None:
+def assert_healthy_store(path: Path, term: str = "docker") -> None:
     """Head schema, page check, both FTS indexes and the counters: a store like any other."""
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     store = Store(path)
@@ -101,7 +101,7 @@ def assert_healthy_store(path: Path) -> None:
     assert report.ok, report
     store.close()
     db = SessionDB(path)
-    assert db.search_messages("docker"), "the recovered file is not searchable"
+    assert db.search_messages(term), "the recovered file is not searchable"
     db.close()
 
 
@@ -209,3 +209,88 @@ def test_recover_refuses_what_it_must_not_do(pristine: Path, tmp_path: Path) -> 
         recover("postgresql+psycopg://u@localhost/db", tmp_path / "new.db")
     assert not (tmp_path / "new.db").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+# ----------------------------------------------------------------------
+# hostile files: crafted on small stores built here (issue #27)
+# ----------------------------------------------------------------------
+def small_store(path: Path, sessions: dict[str, list[str]]) -> None:
+    """A store holding ``sessions`` (id -> message contents), checkpointed into the main file."""
+    db = SessionDB(path, durability="normal")
+    for session_id, contents in sessions.items():
+        db.create_session(session_id, "cli", model="m")
+        db.append_messages(
+            session_id,
+            [
+                {"role": "user", "content": content, "tool_calls": [{"id": str(n)}]}
+                for n, content in enumerate(contents)
+            ],
+        )
+    db.close()
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
+
+
+def messages_tree_sql(path: Path) -> str:
+    """The ``CREATE TABLE messages`` text the file holds (read even when it no longer parses)."""
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA writable_schema = ON")
+        (sql,) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages'"
+        ).fetchone()
+    finally:
+        connection.close()
+    return str(sql)
+
+
+def test_a_damaged_column_name_in_the_schema_text_costs_no_message(tmp_path: Path) -> None:
+    """One byte of ``CREATE TABLE messages`` (``timestamp`` -> ``timestamq``), pages intact.
+
+    The record fields are read in our known column order, not by the names
+    the damaged text gives: every message comes back exactly.
+    """
+    path = tmp_path / "state.db"
+    small_store(path, {f"s{i}": [f"message {i} {j}" for j in range(50)] for i in range(3)})
+    original = recovered_rows(path)
+    sql = messages_tree_sql(path).encode()
+    data = bytearray(path.read_bytes())
+    copies = [at for at in range(len(data)) if data.startswith(sql, at)]
+    assert copies, "the CREATE TABLE text is not stored whole on one page"
+    for at in copies:
+        name = data.index(b"timestamp REAL", at)
+        data[name + 8] = ord("q")
+    path.write_bytes(bytes(data))
+    assert "timestamq REAL" in messages_tree_sql(path), "the live schema text was not damaged"
+
+    report = recover(path, tmp_path / "recovered.db")
+
+    assert recovered_rows(tmp_path / "recovered.db") == original
+    assert report.messages_recovered == 150 and report.unread_ranges == []
+    assert any("timestamq -> timestamp" in note for note in report.notes), report.notes
+    assert_healthy_store(tmp_path / "recovered.db", "message")
+
+
+def test_a_garbled_column_list_still_reads_every_row_of_ours(tmp_path: Path) -> None:
+    """Names of ours lost beyond recognition (``role``/``content`` -> ``zzzz``/``yyyyyyy``):
+    the rows are read in our own column order, and nothing fails as a whole."""
+    path = tmp_path / "state.db"
+    small_store(path, {"s": [f"message {j}" for j in range(40)]})
+    original = recovered_rows(path)
+    sql = messages_tree_sql(path).encode()
+    data = bytearray(path.read_bytes())
+    for at in [at for at in range(len(data)) if data.startswith(sql, at)]:
+        role = data.index(b"role TEXT", at)
+        data[role : role + 4] = b"zzzz"
+        content = data.index(b"content TEXT", at)
+        data[content : content + 7] = b"yyyyyyy"
+    path.write_bytes(bytes(data))
+    assert "zzzz TEXT" in messages_tree_sql(path)
+
+    report = recover(path, tmp_path / "recovered.db")
+
+    assert recovered_rows(tmp_path / "recovered.db") == original
+    assert report.messages_recovered == 40
