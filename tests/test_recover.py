@@ -16,18 +16,30 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.corpus import CorpusSpec, build_corpus, make_template
-from bench.damage import DRILLS, Drill, dbstat_rows, overwrite_pages, recover_shell, shell_recover
+from bench.damage import (
+    DRILLS,
+    Drill,
+    dbstat_rows,
+    overwrite_pages,
+    page_size,
+    pages_of,
+    recover_shell,
+    shell_recover,
+)
 from hermes_store import SessionDB, Store
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.check import check
-from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile
+from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile, varint
 from hermes_store.tools.recovery.recover import RecoveryError, recover
+from hermes_store.tools.recovery.salvage import salvage
 
 pytestmark = pytest.mark.sqlite_only("salvage of damaged SQLite files")
 
@@ -294,3 +306,122 @@ def test_a_garbled_column_list_still_reads_every_row_of_ours(tmp_path: Path) -> 
 
     assert recovered_rows(tmp_path / "recovered.db") == original
     assert report.messages_recovered == 40
+
+
+def craft_one_chain(path: Path) -> int:
+    """Link every overflow page of ``messages`` into one chain and aim every cell at its head.
+
+    Each overflowing cell's size is also raised by whole overflow pages (its
+    varint keeps its length and its local part its size) until it claims
+    about the whole chain: read naively, every cell walks the whole chain.
+    Returns the chain's length.
+    """
+    chain = pages_of(path, ["messages"], "overflow")
+    size = page_size(path)
+    data = bytearray(path.read_bytes())
+    for number, following in zip(chain, [*chain[1:], 0], strict=True):
+        start = (number - 1) * size
+        data[start : start + 4] = following.to_bytes(4, "big")
+    room = size - 4  # no reserved bytes in the store's files
+    with PageFile(path) as file:
+        for number in pages_of(path, ["messages"], "leaf"):
+            page = file.btree(number)
+            assert page is not None
+            for offset in page.cell_offsets:
+                at = (number - 1) * size + offset
+                length, after = varint(bytes(data), at)
+                _rowid, after_key = varint(bytes(data), after)
+                local = file._local_size(length, table=True)
+                if local == length:
+                    continue
+                width = after - at
+                most = (1 << (7 * width)) - 1
+                claimed = length + min(len(chain), (most - length) // room) * room
+                for index in range(width):  # the same width, in SQLite's varint form
+                    shift = 7 * (width - 1 - index)
+                    more = 0x80 if index < width - 1 else 0
+                    data[at + index] = (claimed >> shift) & 0x7F | more
+                assert varint(bytes(data), at) == (claimed, after)
+                pointer = (number - 1) * size + after_key + local
+                data[pointer : pointer + 4] = chain[0].to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    return len(chain)
+
+
+def test_crafted_overflow_chains_are_read_once(tmp_path: Path) -> None:
+    """All overflow pages in one chain, every long message aimed at its head.
+
+    The salvage reads each overflow page once at most: the pages it reads
+    (its own step counter) stay within a few times the file's pages, where a
+    naive reader walks the chain once per cell. The short messages, whose
+    cells hold no pointer, all come back.
+    """
+    path = tmp_path / "state.db"
+    short = [f"short {j}" for j in range(30)]
+    long = [f"long {j} " + "x" * 17_000 for j in range(60)]  # a 3-byte size varint
+    small_store(path, {"s": short + long})
+    chain = craft_one_chain(path)
+    pages = path.stat().st_size // page_size(path)
+    assert chain >= 200, "the corpus should need a long chain"
+
+    found = salvage(path)
+
+    assert found.pages_read <= 4 * pages, f"{found.pages_read} page reads for {pages} pages"
+    report = recover(path, tmp_path / "recovered.db")
+    contents = {row[3] for row in recovered_rows(tmp_path / "recovered.db").values()}
+    assert set(short) <= contents
+    assert report.messages_recovered == len(contents) < len(short) + len(long)
+
+
+_PAUSED_RECOVER = """
+import sys, time
+from hermes_store.tools.recovery import recover as module
+
+def paused(*_args, **_kwargs):  # the new file is built, not yet checked nor renamed
+    print("paused", flush=True)
+    time.sleep(600)
+
+module._verify = paused
+module.recover(sys.argv[1], sys.argv[2])
+"""
+
+
+def paused_recover(source: Path, target: Path) -> subprocess.Popen[str]:
+    """A ``recover`` in another process, stopped once its scratch copy and new file exist."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_RECOVER, str(source), str(target)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "paused"
+    return child
+
+
+def test_a_killed_recover_leaves_nothing_after_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL cannot be cleaned up after; the next run removes what it left, and only that.
+
+    A run still alive keeps its scratch folder (it holds its lock); once it is
+    killed, the next ``recover`` into the same folder removes the full copy of
+    the source and the half-built file it left.
+    """
+    source = tmp_path / "damaged" / "state.db"
+    source.parent.mkdir()
+    small_store(source, {"s": [f"message {j}" for j in range(40)]})
+    out = tmp_path / "out"
+    out.mkdir()
+
+    alive = paused_recover(source, out / "first.db")
+    try:
+        left = [p for p in out.iterdir() if p.name.startswith(".hermes-recover-")]
+        assert len(left) == 1 and any(left[0].rglob("state.db")), "no copy of the source"
+        recover(source, out / "second.db")  # beside a live run: its folder stays
+        assert left[0].exists(), "a live run's scratch folder was removed"
+    finally:
+        alive.kill()
+        alive.wait()
+    assert left[0].exists(), "SIGKILL left nothing: the test did not kill a run mid-way"
+
+    recover(source, out / "third.db")
+
+    assert sorted(p.name for p in out.iterdir()) == ["second.db", "third.db"]
