@@ -425,3 +425,66 @@ def test_a_killed_recover_leaves_nothing_after_the_next_run(tmp_path: Path) -> N
     recover(source, out / "third.db")
 
     assert sorted(p.name for p in out.iterdir()) == ["second.db", "third.db"]
+
+
+def message_rows_on(path: Path, numbers: set[int]) -> dict[int, list[Any]]:
+    """Message id -> values of the rows stored on these pages, read as table leaves."""
+    rows: dict[int, list[Any]] = {}
+    with PageFile(path) as file:
+        for number in numbers:
+            page = file.btree(number)
+            if page is None or page.kind != TABLE_LEAF:
+                continue
+            for cell in file.cells(page):
+                values = None if isinstance(cell, Exception) else file.decode(cell.payload or b"")
+                if values is not None and len(values) == 13 and cell.rowid is not None:
+                    rows[cell.rowid] = values  # type: ignore[union-attr]
+    return rows
+
+
+def test_deleted_rows_on_the_freelist_do_not_come_back(tmp_path: Path) -> None:
+    """A deleted session's messages still sit on freed pages; recover must not revive them."""
+    path = tmp_path / "state.db"
+    text = "deleted words " * 40
+    small_store(path, {"gone": [text] * 200, "kept": [f"kept {j}" for j in range(50)]})
+    db = SessionDB(path, durability="normal")
+    assert db.delete_session("gone")
+    db.close()
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    kept = recovered_rows(path)
+    with PageFile(path) as file:
+        freed, whole = file.freelist()
+    assert whole
+    stale = message_rows_on(path, freed)
+    assert any(values[1] == "gone" for values in stale.values()), "no deleted row left to revive"
+
+    report = recover(path, tmp_path / "recovered.db")
+
+    assert recovered_rows(tmp_path / "recovered.db") == kept
+    assert report.messages_recovered == 50 and report.orphan_rows == 0
+
+
+def test_a_stale_copy_of_a_page_is_counted_and_never_read_over_the_tree(tmp_path: Path) -> None:
+    """A page no tree reaches holding copies of rows the tree has (a page the tree moved
+    away from, its freelist entry lost): the tree's rows are kept, each copy is counted."""
+    path = tmp_path / "state.db"
+    small_store(path, {"s": [f"message {j}" for j in range(60)]})
+    original = recovered_rows(path)
+    leaf = pages_of(path, ["messages"], "leaf")[0]
+    size = page_size(path)
+    data = bytearray(path.read_bytes())
+    copies = message_rows_on(path, {leaf})
+    stale = bytes(data[(leaf - 1) * size : leaf * size])
+    assert stale.count(b"message ") == len(copies) > 0
+    copy = stale.replace(b"message ", b"MESSAGE ")  # the stale copies say something else
+    count = int.from_bytes(data[28:32], "big")
+    data[28:32] = (count + 1).to_bytes(4, "big")  # the file now ends with that page
+    path.write_bytes(bytes(data + copy))
+
+    report = recover(path, tmp_path / "recovered.db")
+
+    assert recovered_rows(tmp_path / "recovered.db") == original
+    assert report.conflicting_rows == len(copies)
+    assert f"{len(copies)} stale copies of rows were skipped" in " ".join(report.notes)
