@@ -37,7 +37,7 @@ from bench.damage import (
 from hermes_store import SessionDB, Store
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.tools.check import check
-from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile, varint
+from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile, Unreadable, varint
 from hermes_store.tools.recovery.recover import RecoveryError, recover
 from hermes_store.tools.recovery.salvage import salvage
 
@@ -436,9 +436,11 @@ def message_rows_on(path: Path, numbers: set[int]) -> dict[int, list[Any]]:
             if page is None or page.kind != TABLE_LEAF:
                 continue
             for cell in file.cells(page):
-                values = None if isinstance(cell, Exception) else file.decode(cell.payload or b"")
-                if values is not None and len(values) == 13 and cell.rowid is not None:
-                    rows[cell.rowid] = values  # type: ignore[union-attr]
+                if isinstance(cell, Unreadable) or cell.rowid is None or cell.payload is None:
+                    continue
+                values = file.decode(cell.payload)
+                if values is not None and len(values) == 13:
+                    rows[cell.rowid] = values
     return rows
 
 
