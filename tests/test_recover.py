@@ -287,20 +287,21 @@ def test_a_damaged_column_name_in_the_schema_text_costs_no_message(tmp_path: Pat
 
 
 def test_a_garbled_column_list_still_reads_every_row_of_ours(tmp_path: Path) -> None:
-    """Names of ours lost beyond recognition (``role``/``content`` -> ``zzzz``/``yyyyyyy``):
-    the rows are read in our own column order, and nothing fails as a whole."""
+    """A required name of ours lost beyond recognition, the column list one longer
+    (``role TEXT NOT NULL,`` -> ``zzzz TEXT, a TEXT,``): the rows are read in our own
+    column order, and nothing fails as a whole."""
     path = tmp_path / "state.db"
     small_store(path, {"s": [f"message {j}" for j in range(40)]})
     original = recovered_rows(path)
     sql = messages_tree_sql(path).encode()
     data = bytearray(path.read_bytes())
+    was, now = b"role TEXT NOT NULL,", b"zzzz TEXT, a TEXT, "
+    assert len(was) == len(now)
     for at in [at for at in range(len(data)) if data.startswith(sql, at)]:
-        role = data.index(b"role TEXT", at)
-        data[role : role + 4] = b"zzzz"
-        content = data.index(b"content TEXT", at)
-        data[content : content + 7] = b"yyyyyyy"
+        role = data.index(was, at)
+        data[role : role + len(was)] = now
     path.write_bytes(bytes(data))
-    assert "zzzz TEXT" in messages_tree_sql(path)
+    assert "zzzz TEXT, a TEXT," in messages_tree_sql(path)
 
     report = recover(path, tmp_path / "recovered.db")
 

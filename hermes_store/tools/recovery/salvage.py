@@ -11,10 +11,10 @@ rows that were deleted, and a salvage must not bring those back.
 The columns a row's fields stand for are not taken on trust from the file's
 own ``CREATE TABLE`` text, which may be damaged too: a name of ours that the
 text lost (``timestamq`` for ``timestamp``) is put back where the columns we
-know, in their known order, leave a place for it, and every row that the
-file's columns do not fit is tried in our own column order as well (the order
-every file this package built has). A row that fits neither is counted
-unreadable on its own; it never stops the salvage of the others.
+know, in their known order, leave a place for it; where a column we require is
+still missing, rows are read in our own column order (the order of the
+files this package builds). A row that fits no layout is counted unreadable
+on its own; it never stops the salvage of the others.
 
 Besides the rows, the damaged file's own claims are collected, so a report
 can say what was lost: the sessions' ``message_count`` counters, the message
@@ -242,7 +242,9 @@ def _likeness(one: str, other: str) -> float:
 def _shapes(
     table: str, sql: str | None, model: Table, rowid_alias: str | None, found: Salvage
 ) -> list[_Shape]:
-    """How a row of ``table`` may be laid out: the file's columns, then our own order."""
+    """How a row of ``table`` may be laid out: the file's columns, and our own order when
+    those lack a column we require (a file whose text is whole is read as it says: our
+    earlier revisions placed some sessions columns differently)."""
     ours = [column.name for column in model.columns]
     declared = _declared(sql)
     if declared is None:
@@ -251,7 +253,7 @@ def _shapes(
     found.renamed_columns += [f"{table}.{damaged} -> {name}" for damaged, name in renamed]
     found.dropped_columns += [f"{table}.{name}" for name in columns if name not in ours]
     shapes = [_Shape(model, columns, rowid_alias)]
-    if columns != ours:
+    if not shapes[0].complete:  # a required name of ours is lost beyond recognition
         shapes.append(_Shape(model, ours, rowid_alias))
     return shapes
 
