@@ -40,6 +40,7 @@ from hermes_store.tools.check import check
 from hermes_store.tools.recovery.pages import TABLE_LEAF, PageFile, Unreadable, varint
 from hermes_store.tools.recovery.recover import RecoveryError, recover
 from hermes_store.tools.recovery.salvage import salvage
+from tests.upstream_schema import build_upstream_db
 
 pytestmark = pytest.mark.sqlite_only("salvage of damaged SQLite files")
 
@@ -491,3 +492,33 @@ def test_a_stale_copy_of_a_page_is_counted_and_never_read_over_the_tree(tmp_path
     assert recovered_rows(tmp_path / "recovered.db") == original
     assert report.conflicting_rows == len(copies)
     assert f"{len(copies)} stale copies of rows were skipped" in " ".join(report.notes)
+
+
+def test_an_agent_file_with_a_damaged_column_name_loses_nothing(tmp_path: Path) -> None:
+    """The agent's v25 puts a column of its own (``effect_disposition``) where the damaged
+    name sits: the lost name is told from the stranger by its likeness to ``timestamp``."""
+    (tmp_path / "whole").mkdir()
+    whole = build_upstream_db(tmp_path / "whole" / "state.db", 25)
+    damaged = tmp_path / "damaged" / "state.db"
+    damaged.parent.mkdir()
+    connection = sqlite3.connect(whole)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    shutil.copyfile(whole, damaged)
+    sql = messages_tree_sql(damaged).encode()
+    assert b"effect_disposition TEXT" in sql
+    data = bytearray(damaged.read_bytes())
+    copies = [at for at in range(len(data)) if data.startswith(sql, at)]
+    assert copies
+    for at in copies:
+        name = data.index(b"timestamp REAL", at)
+        data[name + 8] = ord("q")
+    damaged.write_bytes(bytes(data))
+
+    expected = recover(whole, tmp_path / "from-whole.db")
+    report = recover(damaged, tmp_path / "from-damaged.db")
+
+    assert expected.messages_recovered > 0
+    rows = recovered_rows(tmp_path / "from-damaged.db")
+    assert rows == recovered_rows(tmp_path / "from-whole.db")
+    assert report.messages_recovered == expected.messages_recovered
