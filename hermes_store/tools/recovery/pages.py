@@ -11,6 +11,13 @@ ever reads, through a read-only memory map, and every structure is checked
 against the page bounds before it is trusted: a page that does not parse is
 reported as damaged, never guessed at.
 
+A hostile file must not make the reading slow: in a sound file every overflow
+page belongs to one cell, so a page another cell's chain already took ends the
+chain that meets it (a file whose cells all aim at one long chain is read in
+time linear in its size, not quadratic), and a cell may not claim more overflow
+pages than the file has left. :attr:`PageFile.reads` counts the pages read, the
+step counter a test holds a salvage to.
+
 The file must be a plain database file: a ``-wal`` is applied first (by
 SQLite, on a scratch copy), so the pages here are the committed ones.
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,8 @@ _ENCODINGS = {1: "utf-8", 2: "utf-16-le", 3: "utf-16-be"}
 _LOCK_BYTE_OFFSET = 0x40000000  # the page holding this offset is never used
 _FIXED_SIZES = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 7: 8, 8: 0, 9: 0}
 _FLOAT = struct.Struct(">d")
+MAX_PAYLOAD = 1_000_000_000
+"""SQLite's default SQLITE_MAX_LENGTH: no record it wrote is longer."""
 
 
 class Unreadable(Exception):
@@ -134,6 +143,10 @@ class PageFile:
             mmap.mmap(self._handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         )
         self.header = read_header(bytes(self._map[:100]), size)
+        self.reads = 0
+        """Pages read so far (header bytes not counted)."""
+        self._claimed: set[int] = set()
+        """Overflow pages some cell's chain already took: no other chain may take them."""
 
     def close(self) -> None:
         if isinstance(self._map, mmap.mmap):
@@ -151,6 +164,7 @@ class PageFile:
         """The bytes of page ``number``, or None when it is outside the file."""
         if not 1 <= number <= self.header.page_count:
             return None
+        self.reads += 1
         start = (number - 1) * self.header.page_size
         data = self._map[start : start + self.header.page_size]
         return bytes(data) if len(data) == self.header.page_size else None
@@ -221,17 +235,22 @@ class PageFile:
                 return None
         return BtreePage(number, kind, offsets, right)
 
-    def cells(self, page: BtreePage) -> Iterator[Cell | Unreadable]:
-        """The page's cells in order; a cell that does not parse comes as ``Unreadable``."""
+    def cells(self, page: BtreePage, *, payloads: bool = True) -> Iterator[Cell | Unreadable]:
+        """The page's cells in order; a cell that does not parse comes as ``Unreadable``.
+
+        ``payloads=False`` (a walk down a tree, which needs only the child
+        pointers and keys) leaves every payload None and reads no overflow
+        page, so a cell's chain is read once, by the pass that keeps its row.
+        """
         data = self.raw(page.number)
         assert data is not None
         for offset in page.cell_offsets:
             try:
-                yield self._cell(page, data, offset)
+                yield self._cell(page, data, offset, payloads)
             except Unreadable as problem:
                 yield problem
 
-    def _cell(self, page: BtreePage, data: bytes, offset: int) -> Cell:
+    def _cell(self, page: BtreePage, data: bytes, offset: int, payloads: bool) -> Cell:
         usable = self.header.usable
         data = data[:usable]
         if page.kind == TABLE_INTERIOR:
@@ -250,9 +269,13 @@ class PageFile:
         if page.kind == TABLE_LEAF:
             key, position = varint(data, position)
             rowid = _signed64(key)
+        if size > MAX_PAYLOAD:
+            raise Unreadable(f"a {size}-byte record is longer than SQLite writes")
         local = self._local_size(size, table=page.kind == TABLE_LEAF)
         if position + local > usable:
             raise Unreadable("cell runs past the page")
+        if not payloads:
+            return Cell(child=child, rowid=rowid)
         payload = data[position : position + local]
         if local < size:
             if position + local + 4 > usable:
@@ -277,15 +300,22 @@ class PageFile:
         return local if local <= most else least
 
     def _overflow(self, page: int, remaining: int) -> bytes | None:
-        """The rest of a payload from its overflow chain; None if the chain is broken."""
-        parts: list[bytes] = []
-        seen: set[int] = set()
+        """The rest of a payload from its overflow chain; None if the chain is broken.
+
+        The chain's pages are claimed whether it reads whole or not: a cell
+        aimed into another cell's chain (a loop, a crafted file) stops at the
+        first claimed page, so no overflow page is read twice. The budget: a
+        cell may not need more overflow pages than the file has unclaimed.
+        """
         room = self.header.usable - 4
+        if -(-remaining // room) > self.header.page_count - len(self._claimed):
+            return None
+        parts: list[bytes] = []
         while remaining > 0:
-            data = self.raw(page) if page not in seen else None
+            data = None if page in self._claimed else self.raw(page)
             if data is None or page < 2:
                 return None
-            seen.add(page)
+            self._claimed.add(page)
             take = min(remaining, room)
             parts.append(data[4 : 4 + take])
             remaining -= take
@@ -362,19 +392,21 @@ class TreeWalk:
         return set(self.leaves) | set(self.interior)
 
 
-def walk(pages: PageFile, root: int) -> TreeWalk:
+def walk(pages: PageFile, root: int, taken: Set[int] = frozenset()) -> TreeWalk:
     """Every page of the b-tree at ``root``, leaves in key order; damaged ones noted.
 
     For a table tree the parent's keys say which rowids a damaged child held
     (child ``i`` holds rowids above key ``i-1`` up to key ``i``), which is how
-    a salvage report names the ranges it could not read.
+    a salvage report names the ranges it could not read. A page in ``taken``
+    (another tree's) or met twice counts as damaged: in a sound file each page
+    has one parent, and a page shared by pointers is read once at most.
     """
     result = TreeWalk()
     seen: set[int] = set()
     stack: list[tuple[int, int | None, int | None]] = [(root, None, None)]
     while stack:
         number, low, high = stack.pop()
-        page = pages.btree(number) if number not in seen else None
+        page = pages.btree(number) if number not in seen and number not in taken else None
         if page is None:
             result.damaged.append(DamagedPage(number, low, high))
             continue
@@ -385,7 +417,7 @@ def walk(pages: PageFile, root: int) -> TreeWalk:
         result.interior.append(number)
         children: list[tuple[int, int | None, int | None]] = []
         previous = low
-        for cell in pages.cells(page):
+        for cell in pages.cells(page, payloads=False):
             if isinstance(cell, Unreadable) or cell.child is None:
                 continue  # the children it pointed at are found as orphans
             key = cell.rowid if page.table else None

@@ -4,8 +4,11 @@ The source is never written, and SQLite never opens it: opening a WAL
 database can run recovery on its ``-shm``, checkpoint its ``-wal`` into it
 and delete the ``-wal`` on close, each a write to the evidence. So the file
 and its ``-wal``/``-shm`` are first copied byte for byte into a scratch
-directory beside the target; SQLite applies the WAL to that copy, and the
+folder beside the target; SQLite applies the WAL to that copy, and the
 pages of the copy are read by :mod:`~hermes_store.tools.recovery.salvage`.
+The new file is built in the same folder; a run killed half-way leaves the
+folder behind, and the next ``recover`` or ``check`` there removes it
+(:mod:`~hermes_store.tools.recovery.scratch`).
 
 The new file is made by :class:`~hermes_store.Store` like any other (the
 Alembic chain to head, 0600), then filled in batches: sessions (lineage set
@@ -17,21 +20,25 @@ salvaged messages; token and cost totals stay as the session rows had them.
 The id sequence is moved past the largest id the damaged file had handed out,
 so a lost id is never reused. The file is built under a temporary name,
 checked (``integrity_check``, counts) and only then renamed to the target.
+
+A row the new file refuses (none should: the salvage keeps only rows with
+every required column) is left out on its own, with a note; every failure
+of the run is a :class:`RecoveryError`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import bindparam, insert, text, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
@@ -45,10 +52,12 @@ from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, fill_totals
 from hermes_store.tools.backup import COUNT_ROWS
 from hermes_store.tools.disk import require_free_space, sync
 from hermes_store.tools.recovery.salvage import Salvage, id_ranges, salvage
+from hermes_store.tools.recovery.scratch import scratch_folder
 from hermes_store.uow.store import Store
 
 SIDECARS = ("-wal", "-shm")
 BATCH = 1000
+SCRATCH_PREFIX = ".hermes-recover-"
 
 
 class RecoveryError(StoreError):
@@ -75,6 +84,10 @@ class RecoveryReport:
     """Message ids the file lists or whose pages it points at, that could not be read."""
     damaged_pages: int = 0
     orphan_rows: int = 0
+    conflicting_rows: int = 0
+    """Stale copies of rows (found outside the trees, their id already read) left out."""
+    rows_refused: int = 0
+    """Salvaged rows the new file would not take (each named in ``notes``)."""
     wal_applied: bool | None = None
     """True: the ``-wal`` was applied to the copy; None: there was none."""
     notes: list[str] = field(default_factory=list)
@@ -88,23 +101,24 @@ def recover(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> R
     report = RecoveryReport(source=origin, target=goal)
     sizes = [_size(origin, suffix) for suffix in ("", *SIDECARS)]
     require_free_space(goal.parent, 2 * sizes[0] + sizes[1], "recovery", RecoveryError)
-    scratch = Path(tempfile.mkdtemp(prefix=".hermes-recover-", dir=goal.parent))
-    building = goal.parent / f".{goal.name}.recovering-{os.getpid()}"
     try:
-        copy = scratch / origin.name
-        for suffix in ("", *SIDECARS):
-            if Path(f"{origin}{suffix}").exists():
-                shutil.copyfile(f"{origin}{suffix}", f"{copy}{suffix}")
-        report.wal_applied = _apply_wal(copy, report)
-        found = salvage(copy)
-        _describe(found, report)
-        _build(found, building, report)
-        os.rename(building, goal)
-        sync(goal.parent)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        for suffix in ("", *SIDECARS, "-journal"):
-            Path(f"{building}{suffix}").unlink(missing_ok=True)
+        with scratch_folder(goal.parent, SCRATCH_PREFIX) as scratch:
+            copy = scratch / "source" / origin.name
+            copy.parent.mkdir(mode=0o700)
+            for suffix in ("", *SIDECARS):
+                if Path(f"{origin}{suffix}").exists():
+                    shutil.copyfile(f"{origin}{suffix}", f"{copy}{suffix}")
+            report.wal_applied = _apply_wal(copy, report)
+            found = salvage(copy)
+            _describe(found, report)
+            building = scratch / goal.name
+            _build(found, building, report)
+            os.rename(building, goal)
+            sync(goal.parent)
+    except StoreError:
+        raise  # already named (a full disk, a locked file ...)
+    except (SQLAlchemyError, sqlite3.Error, OSError) as error:
+        raise RecoveryError(f"recover stopped, nothing was written to {goal}: {error}") from error
     report.seconds = time.monotonic() - started
     return report
 
@@ -167,12 +181,18 @@ def _describe(found: Salvage, report: RecoveryReport) -> None:
     report.sessions_claimed = len(found.claimed_session_ids)
     report.damaged_pages = sum(len(tree.damaged_pages) for tree in found.trees)
     report.orphan_rows = found.orphan_rows
+    report.conflicting_rows = found.conflicting_rows
     if not found.header_valid:
         report.notes.append("the file header was damaged: read as 4096-byte UTF-8 pages")
     if not found.schema_complete:
         report.notes.append("part of the schema was unreadable: rows were found by their shape")
     if not found.freelist_complete:
         report.notes.append("the freelist was damaged: some deleted rows may have come back")
+    if found.renamed_columns:
+        report.notes.append(
+            "the schema text had lost column names, read as ours: "
+            + ", ".join(found.renamed_columns)
+        )
     if found.dropped_columns:
         report.notes.append(
             "columns the head schema does not have were left out: "
@@ -200,9 +220,7 @@ def _build(found: Salvage, path: Path, report: RecoveryReport) -> None:
     sessions = [_complete(row, sessions_table) for row in _sessions_to_write(found, report)]
     messages = [_complete(found.messages[key], messages_table) for key in sorted(found.messages)]
     with Store(path) as store:
-        for batch in _chunks(sessions):
-            with store.write() as uow:
-                uow.connection.execute(insert(writable_sessions(STANDARD)), batch)
+        sessions = _insert(store, sessions, _insert_sessions, "session", report)
         links = [
             {"p_id": row["id"], "p_parent": parent}
             for row in sessions
@@ -221,9 +239,7 @@ def _build(found: Salvage, path: Path, report: RecoveryReport) -> None:
                 uow.connection.execute(_LINK_PARENT, links)
         with store.write() as uow:
             triggers = _drop_index_triggers(uow.connection)
-        for batch in _chunks(messages):
-            with store.write() as uow:
-                insert_rows(uow.connection, uow.layout, batch)
+        messages = _insert(store, messages, _insert_messages, "message", report)
         with store.write() as uow:
             _rebuild_indexes(uow.connection, triggers)
             maintenance = MaintenanceRepository(uow.connection)
@@ -315,6 +331,44 @@ def _sessions_to_write(found: Salvage, report: RecoveryReport) -> list[dict[str,
         rows.append({"id": session_id, "source": "unknown", "started_at": first_seen[session_id]})
         report.sessions_rebuilt.append(session_id)
     return rows
+
+
+def _insert_sessions(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    connection.execute(insert(writable_sessions(STANDARD)), rows)
+
+
+def _insert_messages(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    insert_rows(connection, STANDARD, rows)
+
+
+def _insert(
+    store: Store,
+    rows: list[dict[str, Any]],
+    write: Callable[[Connection, list[dict[str, Any]]], None],
+    what: str,
+    report: RecoveryReport,
+) -> list[dict[str, Any]]:
+    """Write the rows in batches; a batch the file refuses is written row by row, each
+    refused row left out with a note. Returns the rows written."""
+    written: list[dict[str, Any]] = []
+    for batch in _chunks(rows):
+        try:
+            with store.write() as uow:
+                write(uow.connection, batch)
+            written += batch
+            continue
+        except IntegrityError:
+            pass
+        for row in batch:
+            try:
+                with store.write() as uow:
+                    write(uow.connection, [row])
+            except IntegrityError as error:
+                report.rows_refused += 1
+                report.notes.append(f"{what} {row['id']} left out: {error.orig}")
+                continue
+            written.append(row)
+    return written
 
 
 def _chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:

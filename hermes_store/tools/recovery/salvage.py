@@ -8,6 +8,14 @@ columns of ``messages`` or ``sessions``, each of the right kind). A row found
 both ways is taken from its tree. Freelist pages are never read: they hold
 rows that were deleted, and a salvage must not bring those back.
 
+The columns a row's fields stand for are not taken on trust from the file's
+own ``CREATE TABLE`` text, which may be damaged too: a name of ours that the
+text lost (``timestamq`` for ``timestamp``) is put back where the columns we
+know, in their known order, leave a place for it; where a column we require is
+still missing, rows are read in our own column order (the order of the
+files this package builds). A row that fits no layout is counted unreadable
+on its own; it never stops the salvage of the others.
+
 Besides the rows, the damaged file's own claims are collected, so a report
 can say what was lost: the sessions' ``message_count`` counters, the message
 ids listed by ``idx_messages_session``, the session ids listed by the primary
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +84,10 @@ class Salvage:
     """Orphan rows whose id was already read from a tree or another orphan page (skipped)."""
     dropped_columns: list[str] = field(default_factory=list)
     """Columns of the damaged file that the head schema does not have."""
+    renamed_columns: list[str] = field(default_factory=list)
+    """``table.damaged -> ours``: names of ours the file's schema text had lost."""
+    pages_read: int = 0
+    """Pages the salvage read, counting a page each time it was read."""
     indexed_message_ids: dict[int, str] = field(default_factory=dict)
     """Message id -> session id, as the file's ``idx_messages_session`` lists them."""
     indexed_session_ids: set[str] = field(default_factory=set)
@@ -100,11 +113,18 @@ class Salvage:
 
 
 class _Shape:
-    """The columns of one table as the damaged file stores them, and how to check a row."""
+    """The columns of one table as the damaged file stores them, and how to check a row.
+
+    A row is taken only with every column the model requires, each of the
+    right kind: what goes into the new file can then never break its NOT NULL
+    constraints.
+    """
 
     def __init__(self, model: Table, columns: list[str], rowid_alias: str | None) -> None:
         self.columns = columns
         self.rowid_alias = rowid_alias
+        required_names = {c.name for c in model.columns if not c.nullable or c.name == "id"}
+        self.complete = required_names <= set(columns)
         self.kinds: list[tuple[str, str | None, bool]] = []  # (name, kind, required)
         for name in columns:
             column = model.c.get(name)
@@ -126,7 +146,7 @@ class _Shape:
 
     def row(self, values: list[Any], rowid: int | None) -> dict[str, Any] | None:
         """The row as the model's columns, or None when the values cannot be this table's."""
-        if not self.least <= len(values) <= len(self.columns):
+        if not self.complete or not self.least <= len(values) <= len(self.columns):
             return None
         values = values + [None] * (len(self.columns) - len(values))
         row: dict[str, Any] = {}
@@ -152,21 +172,90 @@ class _Shape:
         return row
 
 
-def _columns(sql: str | None, fallback: Table) -> list[str]:
-    """Column names in file order, from the table's CREATE statement (or the model's)."""
-    if sql:
-        scratch = sqlite3.connect(":memory:")
-        try:
-            scratch.execute(sql)
-            name = sql.split("(", 1)[0].split()[-1].strip("\"'`[]")
-            columns = [row[1] for row in scratch.execute(f'PRAGMA table_info("{name}")')]
-            if columns:
-                return columns
-        except sqlite3.Error:
-            pass
-        finally:
-            scratch.close()
-    return [column.name for column in fallback.columns]
+def _declared(sql: str | None) -> list[str] | None:
+    """Column names in file order, as the table's CREATE statement says; None if it does not
+    parse."""
+    if not sql:
+        return None
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.execute(sql)
+        name = sql.split("(", 1)[0].split()[-1].strip("\"'`[]")
+        return [row[1] for row in scratch.execute(f'PRAGMA table_info("{name}")')] or None
+    except sqlite3.Error:
+        return None
+    finally:
+        scratch.close()
+
+
+_LIKENESS = 0.75
+"""How alike a stranger's name must be to a lost name of ours to be taken for it
+when the place holds other strangers too (``timestamq``/``timestamp``: 0.89)."""
+
+
+def _reconcile(declared: list[str], model: Table) -> tuple[list[str], list[tuple[str, str]]]:
+    """The declared columns with names of ours the text lost put back; and what was renamed.
+
+    The columns of ours a file has keep our order (the agent's versions add
+    theirs between or after them), so a name of ours missing from the text
+    can only sit between the nearest names of ours that are there. Where that
+    place holds as many strange names as names of ours are missing, they are
+    taken in order; otherwise a strange name is taken for the lost one it
+    closely resembles. Names of ours out of order leave the text as it is.
+    """
+    known = [column.name for column in model.columns]
+    at = {name: index for index, name in enumerate(declared) if name in known}
+    anchors = sorted(at.values())
+    if [known.index(declared[index]) for index in anchors] != sorted(
+        known.index(declared[index]) for index in anchors
+    ):
+        return declared, []
+    columns = list(declared)
+    renamed: list[tuple[str, str]] = []
+    bounds = [-1, *anchors, len(declared)]
+    for low, high in zip(bounds, bounds[1:], strict=False):
+        first = known.index(declared[low]) + 1 if low >= 0 else 0
+        last = known.index(declared[high]) if high < len(declared) else len(known)
+        lost = known[first:last]
+        strangers = list(range(low + 1, high))
+        if not lost or not strangers:
+            continue
+        if len(lost) == len(strangers):
+            pairs = list(zip(strangers, lost, strict=True))
+        else:
+            pairs = []
+            for name in lost:
+                free = [i for i in strangers if i not in {index for index, _ in pairs}]
+                best = max(free, key=lambda i: _likeness(columns[i], name), default=None)
+                if best is not None and _likeness(columns[best], name) >= _LIKENESS:
+                    pairs.append((best, name))
+        for index, name in pairs:
+            renamed.append((columns[index], name))
+            columns[index] = name
+    return columns, renamed
+
+
+def _likeness(one: str, other: str) -> float:
+    return SequenceMatcher(None, one.lower(), other.lower()).ratio()
+
+
+def _shapes(
+    table: str, sql: str | None, model: Table, rowid_alias: str | None, found: Salvage
+) -> list[_Shape]:
+    """How a row of ``table`` may be laid out: the file's columns, and our own order when
+    those lack a column we require (a file whose text is whole is read as it says: our
+    earlier revisions placed some sessions columns differently)."""
+    ours = [column.name for column in model.columns]
+    declared = _declared(sql)
+    if declared is None:
+        return [_Shape(model, ours, rowid_alias)]
+    columns, renamed = _reconcile(declared, model)
+    found.renamed_columns += [f"{table}.{damaged} -> {name}" for damaged, name in renamed]
+    found.dropped_columns += [f"{table}.{name}" for name in columns if name not in ours]
+    shapes = [_Shape(model, columns, rowid_alias)]
+    if not shapes[0].complete:  # a required name of ours is lost beyond recognition
+        shapes.append(_Shape(model, ours, rowid_alias))
+    return shapes
 
 
 @dataclass
@@ -220,28 +309,32 @@ def salvage(path: Path) -> Salvage:
         found.trees.append(schema_tree)
         sql = {entry.name: entry.sql for entry in entries if entry.type == "table"}
         shapes = {
-            MESSAGES: _Shape(messages_table, _columns(sql.get(MESSAGES), messages_table), "id"),
-            SESSIONS: _Shape(sessions_table, _columns(sql.get(SESSIONS), sessions_table), None),
+            MESSAGES: _shapes(MESSAGES, sql.get(MESSAGES), messages_table, "id", found),
+            SESSIONS: _shapes(SESSIONS, sql.get(SESSIONS), sessions_table, None, found),
         }
-        found.dropped_columns = sorted(
-            f"{table}.{name}"
-            for table, shape in shapes.items()
-            for name in shape.columns
-            if name not in shape.known
-        )
+        found.dropped_columns.sort()
+        for entry in entries:
+            owned |= _read_tree(pages, entry, shapes, found, owned)
         freelist, found.freelist_complete = pages.freelist()
         owned |= freelist
-        for entry in entries:
-            owned |= _read_tree(pages, entry, shapes, found)
         _read_orphans(pages, owned, shapes, found)
+        found.pages_read = pages.reads
     return found
 
 
 def _read_tree(
-    pages: PageFile, entry: _SchemaEntry, shapes: dict[str, _Shape], found: Salvage
+    pages: PageFile,
+    entry: _SchemaEntry,
+    shapes: dict[str, list[_Shape]],
+    found: Salvage,
+    taken: set[int],
 ) -> set[int]:
-    """Walk one tree, keep its rows if it is one of ours; returns the pages it owns."""
-    tree = walk(pages, entry.rootpage)
+    """Walk one tree, keep its rows if it is one of ours; returns the pages it owns.
+
+    Pages ``taken`` by the trees read before are not read again (a crafted
+    schema may aim two entries at one tree).
+    """
+    tree = walk(pages, entry.rootpage, taken)
     readable = unreadable = 0
     shape = shapes.get(entry.name) if entry.type == "table" else None
     for number in tree.leaves + tree.interior:
@@ -275,7 +368,7 @@ def _read_tree(
 def _take(
     pages: PageFile,
     entry: _SchemaEntry,
-    shape: _Shape | None,
+    shape: list[_Shape] | None,
     rowid: int | None,
     payload: bytes,
     found: Salvage,
@@ -287,7 +380,7 @@ def _take(
     if values is None:
         return False
     if shape is not None:
-        row = shape.row(values, rowid)
+        row = _fit(shape, values, rowid)
         if row is None:
             return False
         _keep(found, entry.name, row, orphan=False)
@@ -298,6 +391,15 @@ def _take(
     elif entry.name == "sqlite_sequence" and values[:1] == [MESSAGES] and len(values) == 2:
         found.sequence = values[1] if isinstance(values[1], int) else None
     return True
+
+
+def _fit(shapes: list[_Shape], values: list[Any], rowid: int | None) -> dict[str, Any] | None:
+    """The row in the first layout it fits, or None."""
+    for shape in shapes:
+        row = shape.row(values, rowid)
+        if row is not None:
+            return row
+    return None
 
 
 def _keep(found: Salvage, table: str, row: dict[str, Any], *, orphan: bool) -> bool:
@@ -313,7 +415,7 @@ def _keep(found: Salvage, table: str, row: dict[str, Any], *, orphan: bool) -> b
 
 
 def _read_orphans(
-    pages: PageFile, owned: set[int], shapes: dict[str, _Shape], found: Salvage
+    pages: PageFile, owned: set[int], shapes: dict[str, list[_Shape]], found: Salvage
 ) -> None:
     """Table leaves no tree reached: rows recognised by shape (messages before sessions)."""
     for number in pages.data_pages():
@@ -332,7 +434,7 @@ def _read_orphans(
             if values is None:
                 continue
             for table in (MESSAGES, SESSIONS):
-                row = shapes[table].row(values, cell.rowid)
+                row = _fit(shapes[table], values, cell.rowid)
                 if row is not None:
                     if _keep(found, table, row, orphan=True):
                         found.orphan_rows += 1

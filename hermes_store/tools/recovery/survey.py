@@ -3,14 +3,13 @@
 The survey reads pages like a salvage does, but of a live file: so it first
 takes a consistent snapshot with SQLite's backup API (which copies pages as
 they are, damaged ones included, as of one commit, while agents go on
-writing) into a scratch directory beside the file, and surveys that. The
-file itself is only read; the snapshot is deleted afterwards.
+writing) into a scratch folder beside the file, and surveys that. The
+file itself is only read; the snapshot is deleted afterwards, or, when the
+run is killed, by the next run (:mod:`~hermes_store.tools.recovery.scratch`).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +17,9 @@ from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
 from hermes_store.tools.disk import require_free_space
 from hermes_store.tools.recovery.salvage import TreeReport, salvage
+from hermes_store.tools.recovery.scratch import scratch_folder
+
+SCRATCH_PREFIX = ".hermes-check-"
 
 
 @dataclass
@@ -43,8 +45,7 @@ def survey(path: Path) -> DamageSurvey:
     """Survey the damage of the SQLite file ``path`` through a snapshot of it."""
     needed = path.stat().st_size + _size(Path(f"{path}-wal"))
     require_free_space(path.parent, needed, "the damage survey's snapshot", SurveyError)
-    scratch = Path(tempfile.mkdtemp(prefix=".hermes-check-", dir=path.parent))
-    try:
+    with scratch_folder(path.parent, SCRATCH_PREFIX) as scratch:
         snapshot = scratch / "snapshot.db"
         source = sqlite3.connect(path)
         target = sqlite3.connect(snapshot)
@@ -54,8 +55,6 @@ def survey(path: Path) -> DamageSurvey:
             target.close()
             source.close()
         found = salvage(snapshot)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return DamageSurvey(
         trees=[tree for tree in found.trees if tree.damaged],
         sessions_readable=len(found.sessions),
