@@ -41,6 +41,23 @@ class PlainOneTransaction(Plain):
         db.append_messages(session_id, turn)
 
 
+def wal_like_plain(path: Path) -> Path:
+    """Put a new file in WAL before the store opens it, as plain's files are.
+
+    On a SQLite library with the WAL-reset bug the store keeps a new file out of
+    WAL; run on such a library (``HERMES_STORE_SQLITE=system``) to compare the
+    libraries, the store would then not be compared like for like. A file
+    already in WAL stays in WAL on every library.
+    """
+    from hermes_store.backends.sqlite.library import AFFECTED, driver
+
+    if AFFECTED and not path.exists():
+        connection = driver.connect(path)
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.close()
+    return path
+
+
 class StoreImpl(Impl):
     """hermes_store.SessionDB; a turn is one unit of work (append_messages)."""
 
@@ -49,7 +66,7 @@ class StoreImpl(Impl):
     def open(self, path: Path) -> Any:
         from hermes_store import SessionDB
 
-        return SessionDB(path)
+        return SessionDB(wal_like_plain(path))
 
     def append_turn(self, db: Any, session_id: str, turn: Sequence[Mapping[str, Any]]) -> None:
         db.append_messages(session_id, turn)
@@ -67,7 +84,7 @@ class StoreNormalDurability(StoreImpl):
     def open(self, path: Path) -> Any:
         from hermes_store import SessionDB
 
-        return SessionDB(path, durability="normal")
+        return SessionDB(wal_like_plain(path), durability="normal")
 
 
 IMPLS: dict[str, Impl] = {

@@ -1,4 +1,4 @@
-"""The SQLite library under the store: a release without the WAL-reset bug, and what happens without one.
+"""The SQLite library under the store: a release without the WAL-reset bug, or a warning.
 
 The suite itself runs on the library the store chooses; the tests that need
 the affected one (Python's own, here 3.40.1) run the store in a child process
@@ -142,7 +142,8 @@ def test_an_affected_library_warns_once_per_file_and_keeps_new_files_out_of_wal(
         text=True,
         env={**os.environ, "HERMES_STORE_SQLITE": "system"},
     )
-    assert "SQLite library: SQLite 3." in checked.stdout and "has the WAL-reset bug" in checked.stdout
+    assert "SQLite library: SQLite 3." in checked.stdout
+    assert "has the WAL-reset bug" in checked.stdout
 
 
 def test_a_wrong_library_choice_is_named() -> None:
