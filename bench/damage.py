@@ -184,10 +184,12 @@ def shell_recover(shell: str, damaged: Path, work: Path) -> dict[str, object]:
         messages = {row[0] for row in connection.execute("SELECT id FROM messages")}
         sessions = {row[0] for row in connection.execute("SELECT id FROM sessions")}
         lost: set[int] = set()
-        has_lost = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'lost_and_found'"
-        ).fetchone()
-        if has_lost:
+        # The shell gives lost_and_found one column per field of its widest row,
+        # so a run that lost only short rows (index entries) has no c7 at all.
+        lost_columns = {
+            row[1] for row in connection.execute("PRAGMA table_info(lost_and_found)")
+        }
+        if {"c1", "c2", "c7"} <= lost_columns:
             lost = {
                 row[0]
                 for row in connection.execute(
