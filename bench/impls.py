@@ -41,7 +41,7 @@ class PlainOneTransaction(Plain):
         db.append_messages(session_id, turn)
 
 
-def wal_like_plain(path: Path) -> Path:
+def wal_like_plain(path: Path | str) -> Path:
     """Put a new file in WAL before the store opens it, as plain's files are.
 
     On a SQLite library with the WAL-reset bug the store keeps a new file out of
@@ -51,6 +51,7 @@ def wal_like_plain(path: Path) -> Path:
     """
     from hermes_store.backends.sqlite.library import AFFECTED, driver
 
+    path = Path(path)
     if AFFECTED and not path.exists():
         connection = driver.connect(path)
         connection.execute("PRAGMA journal_mode = WAL")
