@@ -34,6 +34,7 @@ from sqlalchemy.pool import NullPool
 from hermes_store import SessionDB
 
 PG_URL_ENV = "HERMES_TEST_PG_URL"
+PGBOUNCER_URL_ENV = "HERMES_TEST_PGBOUNCER_URL"
 BACKENDS = ("sqlite", "postgresql")
 
 
@@ -147,6 +148,35 @@ def pg_url(_pg_worker_database: URL) -> URL:
     finally:
         engine.dispose()
     return _pg_worker_database
+
+
+def pooled(url: URL) -> URL:
+    """``url``'s database reached through the test PgBouncer (transaction pooling).
+
+    Skips (locally) or fails (in CI) when no PgBouncer was started: ``.ci/run``
+    starts one in front of the test server (``.ci/pgbouncer.sh``).
+    """
+    raw = os.environ.get(PGBOUNCER_URL_ENV)
+    if not raw:
+        if os.environ.get("CI"):
+            pytest.fail(
+                f"CI is set but ${PGBOUNCER_URL_ENV} is not: .ci/run must start PgBouncer "
+                '(eval "$(bash .ci/pgbouncer.sh start DIR PORT SERVER_PORT)") before pytest'
+            )
+        pytest.skip(
+            f"no PgBouncer configured: set {PGBOUNCER_URL_ENV}=postgresql+psycopg://... "
+            "(.ci/pgbouncer.sh start DIR prints one) to run the pooled variants"
+        )
+    bouncer = make_url(raw)
+    return bouncer.set(database=url.database, query={"pool_mode": "transaction"})
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def pg_route(request: pytest.FixtureRequest) -> Callable[[URL], URL]:
+    """How a test reaches its PostgreSQL database: straight, or through PgBouncer."""
+    if request.param == "direct":
+        return lambda url: url
+    return pooled
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ APPENDS = 40
 
 
 def test_six_writer_processes_keep_postgresql_counters_exact(
-    tmp_path: Path, pg_fresh_url: Any
+    tmp_path: Path, pg_fresh_url: Any, pg_route: Any
 ) -> None:
-    url = pg_fresh_url().render_as_string(hide_password=False)
+    url = pg_route(pg_fresh_url()).render_as_string(hide_password=False)
     with SessionDB(url) as db:
         db.create_session("shared", "gateway")
     go_file = tmp_path / "go"
@@ -70,9 +70,9 @@ def test_six_writer_processes_keep_postgresql_counters_exact(
 
 
 def test_processes_opening_an_empty_postgresql_database_at_once_all_get_the_schema(
-    pg_fresh_url: Any,
+    pg_fresh_url: Any, pg_route: Any
 ) -> None:
-    url = pg_fresh_url().render_as_string(hide_password=False)
+    url = pg_route(pg_fresh_url()).render_as_string(hide_password=False)
     open_at_once(url, WORKERS)
     with Store(url) as store, store.read() as uow:
         assert uow.sessions.count() == WORKERS
@@ -100,9 +100,9 @@ class _CrossLocker:
         uow.sessions.record_usage(self.order[1], input_tokens=1)
 
 
-def test_a_deadlocked_write_unit_is_run_again_and_counts_once(pg_url: Any) -> None:
+def test_a_deadlocked_write_unit_is_run_again_and_counts_once(pg_url: Any, pg_route: Any) -> None:
     # PostgreSQL only: SQLite's writers queue for one file lock, there is no deadlock.
-    with SessionDB(pg_url) as db:
+    with SessionDB(pg_route(pg_url)) as db:
         db.create_session("a", "cli")
         db.create_session("b", "cli")
         barrier = threading.Barrier(2)

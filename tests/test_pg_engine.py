@@ -23,8 +23,8 @@ def other(pg_url: Any) -> Any:
     engine.dispose()
 
 
-def test_a_read_unit_sees_one_snapshot(pg_url: Any, other: Any) -> None:
-    with SessionDB(pg_url) as db:
+def test_a_read_unit_sees_one_snapshot(pg_url: Any, pg_route: Any, other: Any) -> None:
+    with SessionDB(pg_route(pg_url)) as db:
         db.create_session("s", "cli")
         with db.store.read() as uow:
             assert uow.messages.count() == 0
@@ -39,8 +39,8 @@ def test_a_read_unit_sees_one_snapshot(pg_url: Any, other: Any) -> None:
         assert db.message_count() == 1
 
 
-def test_a_read_unit_cannot_write(pg_url: Any) -> None:
-    with SessionDB(pg_url) as db:
+def test_a_read_unit_cannot_write(pg_url: Any, pg_route: Any) -> None:
+    with SessionDB(pg_route(pg_url)) as db:
         db.create_session("s", "cli")
         with pytest.raises(InternalError, match="read-only"), db.store.read() as uow:
             uow.messages.append("s", "user", "a read unit writes nothing")
@@ -48,9 +48,9 @@ def test_a_read_unit_cannot_write(pg_url: Any) -> None:
 
 
 def test_a_row_lock_held_past_patience_raises_store_locked_and_writes_nothing(
-    pg_url: Any, other: Any
+    pg_url: Any, pg_route: Any, other: Any
 ) -> None:
-    with SessionDB(pg_url, policy=ContentionPolicy(patience_s=0.5)) as db:
+    with SessionDB(pg_route(pg_url), policy=ContentionPolicy(patience_s=0.5)) as db:
         db.create_session("s", "cli")
         with other.begin():
             other.execute(text("SELECT * FROM sessions WHERE id = 's' FOR UPDATE"))
@@ -62,8 +62,8 @@ def test_a_row_lock_held_past_patience_raises_store_locked_and_writes_nothing(
         assert db.message_count() == 1
 
 
-def test_per_unit_patience_overrides_the_policy(pg_url: Any, other: Any) -> None:
-    with SessionDB(pg_url) as db:  # 30 s by default
+def test_per_unit_patience_overrides_the_policy(pg_url: Any, pg_route: Any, other: Any) -> None:
+    with SessionDB(pg_route(pg_url)) as db:  # 30 s by default
         db.create_session("s", "cli")
         with other.begin():
             other.execute(text("SELECT * FROM sessions WHERE id = 's' FOR UPDATE"))
@@ -92,3 +92,18 @@ def test_a_bare_postgresql_url_uses_psycopg_3(pg_url: Any) -> None:
         assert db.store.url.drivername == "postgresql+psycopg"
         db.create_session("s", "cli")
         assert db.session_count() == 1
+
+
+def test_a_read_only_store_begins_read_only_transactions(pg_url: Any, pg_route: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+    with SessionDB(pg_route(pg_url), read_only=True) as db, db.store.read() as uow:
+        # Set per transaction (``BEGIN ... READ ONLY``), never for the session, so a
+        # pooler's server connection lent to the next client carries nothing of it.
+        assert uow.connection.exec_driver_sql("SHOW transaction_read_only").scalar_one() == "on"
+
+
+def test_a_pool_mode_other_than_transaction_or_session_is_named(pg_url: Any) -> None:
+    wrong = pg_url.update_query_dict({"pool_mode": "statement"})
+    with pytest.raises(InvalidInputError, match="pool_mode='statement'"):
+        SessionDB(wrong)

@@ -30,7 +30,7 @@ def create_store_engine(
 
     ``durability`` is checked first, so a wrong value opens nothing;
     ``read_only`` makes every connection read-only (SQLite ``mode=ro``,
-    PostgreSQL ``default_transaction_read_only``).
+    PostgreSQL transactions begun ``READ ONLY``).
     """
     policy = policy or ContentionPolicy()
     durability = Durability.of(durability)

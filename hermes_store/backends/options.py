@@ -12,3 +12,6 @@ READ_OPTION = "hermes_read"
 """Execution option: the transaction only reads, so it must not take the write lock."""
 PATIENCE_OPTION = "hermes_patience"
 """Execution option: seconds this transaction may wait for the write lock."""
+BEGIN_OPTION = "hermes_begin"
+"""Engine execution option: ``rule(connection, write, patience_s)``, run right after a unit
+begins, for settings a backend gives each transaction (``None``: the engine's own)."""

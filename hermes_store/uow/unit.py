@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol, cast
 
 from sqlalchemy.engine import Connection, RootTransaction
 
-from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
-from hermes_store.backends.postgresql.engine import set_unit_patience
+from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.prepared import driver_error
 from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
 from hermes_store.backends.sqlite.library import driver as sqlite3
@@ -257,8 +256,9 @@ class UnitOfWork:
         if current.get(READ_OPTION) is not read or current.get(PATIENCE_OPTION, _UNSET) != patience:
             connection.execution_options(**{READ_OPTION: read, PATIENCE_OPTION: patience})
         self._transaction = connection.begin()
-        if self._write and patience is not None and connection.dialect.name == "postgresql":
-            set_unit_patience(connection, patience)
+        settings = current.get(BEGIN_OPTION)
+        if settings is not None:
+            settings(connection, self._write, patience)
 
     def __exit__(
         self,

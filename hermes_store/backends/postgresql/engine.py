@@ -38,6 +38,7 @@ from sqlalchemy.engine import URL, Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError
 
 from hermes_store.backends.durability import Durability
+from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
 from hermes_store.errors import InvalidInputError, StoreLockedError
 
 if TYPE_CHECKING:
@@ -67,6 +68,11 @@ def _milliseconds(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
+POOL_MODE_OPTION = "pool_mode"
+"""URL query option of ours (``?pool_mode=transaction``): the server is reached through a
+pooler that lends a server connection per transaction (PgBouncer's transaction pooling)."""
+
+
 def create_postgresql_engine(
     url: URL,
     policy: ContentionPolicy,
@@ -76,25 +82,52 @@ def create_postgresql_engine(
 ) -> Engine:
     """An engine on ``url`` whose units of work follow the rules of this module.
 
-    ``read_only`` makes every transaction of its sessions read-only on the
-    server too (``default_transaction_read_only``), beside the store's refusal
-    of write units.
+    Nothing is set for the session, only for each transaction, so the same
+    engine works straight on the server and behind a transaction pooler: a
+    write unit's lock budget and commit durability are set in its own
+    transaction (:func:`unit_settings`), and a read-only store's transactions
+    begin ``READ ONLY``. ``?pool_mode=transaction`` in the URL (ours, taken out
+    before connecting) also turns off psycopg's server-side prepared
+    statements, which a transaction pooler cannot keep across transactions.
     """
-    options = (
-        f"-c lock_timeout={_milliseconds(policy.patience_s)} "
-        f"-c synchronous_commit={durability.postgresql_synchronous_commit}"
-    )
-    if read_only:
-        options += " -c default_transaction_read_only=on"
-    engine = create_engine(url, pool_pre_ping=True, connect_args={"options": options})
-    _install_rules(engine, policy)
+    connect_args: dict[str, Any] = {}
+    mode = url.query.get(POOL_MODE_OPTION)
+    if mode is not None:
+        if mode not in ("transaction", "session"):
+            raise InvalidInputError(
+                f"pool_mode={mode!r} in the PostgreSQL URL: it may be 'transaction' (PgBouncer's "
+                "transaction pooling) or 'session'"
+            )
+        url = url.difference_update_query([POOL_MODE_OPTION])
+        if mode == "transaction":
+            connect_args["prepare_threshold"] = None
+    engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    settings = _settings_rule(policy, durability)
+    engine = engine.execution_options(**{BEGIN_OPTION: settings})
+    _install_rules(engine, policy, read_only=read_only)
     return engine
 
 
-def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
-    import psycopg  # the optional extra: imported only for a PostgreSQL engine
+def _settings_rule(
+    policy: ContentionPolicy, durability: Durability
+) -> Callable[[Connection, bool, float | None], None]:
+    """The settings a write unit gives its own transaction: one statement, transaction-local."""
+    commit = durability.postgresql_synchronous_commit
 
-    from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
+    def settings(connection: Connection, write: bool, patience_s: float | None) -> None:
+        if not write:
+            return
+        wait = _milliseconds(policy.patience_s if patience_s is None else patience_s)
+        connection.exec_driver_sql(
+            f"SELECT set_config('lock_timeout', '{wait}', true), "
+            f"set_config('synchronous_commit', '{commit}', true)"
+        )
+
+    return settings
+
+
+def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool) -> None:
+    import psycopg  # the optional extra: imported only for a PostgreSQL engine
 
     @event.listens_for(engine, "handle_error")
     def _on_error(context: ExceptionContext) -> None:
@@ -122,7 +155,7 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
             raise StoreLockedError(where, waited, 1) from original
 
     snapshot = (psycopg.IsolationLevel.REPEATABLE_READ, True)
-    server_default = (None, None)  # READ COMMITTED, read-write
+    server_default = (None, True if read_only else None)  # READ COMMITTED, read-write
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
@@ -134,15 +167,6 @@ def _install_rules(engine: Engine, policy: ContentionPolicy) -> None:
         wanted = snapshot if connection.get_execution_options().get(READ_OPTION) else server_default
         if (dbapi_connection.isolation_level, dbapi_connection.read_only) != wanted:
             dbapi_connection.isolation_level, dbapi_connection.read_only = wanted
-
-
-def set_unit_patience(connection: Connection, patience_s: float) -> None:
-    """Give the open transaction its own lock budget (``SET LOCAL``: it ends with it).
-
-    Run through SQLAlchemy right after the unit begins, so that a server that
-    went away is recognised as one (and the connection invalidated).
-    """
-    connection.exec_driver_sql(f"SET LOCAL lock_timeout = {_milliseconds(patience_s)}")
 
 
 def kept_connection_alive(connection: Connection) -> bool:
