@@ -41,12 +41,14 @@ def _refuse_unsafe(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
-def _make_private_folders(folder: Path) -> None:
+def make_private_folders(folder: Path) -> None:
     """Create ``folder`` and its missing parents 0700 (``HERMES_HOME`` holds conversations).
 
     ``mkdir(mode=...)`` is filtered by the umask (and ``parents=True`` gives the
     parents the umask's mode), so each folder made here is set to 0700 right
-    after; a folder that already existed is left as it is.
+    after; a folder that already existed is left as it is. Every folder this package
+    makes goes through here (``backup``'s too), so none is looser than 0700 whatever
+    the umask.
     """
     missing = []
     while not folder.exists():
@@ -81,7 +83,7 @@ def ensure_private_database(path: Path, *, tighten: bool = True) -> None:
     """
     mode = _refuse_unsafe(path)
     if mode is None:
-        _make_private_folders(path.parent)
+        make_private_folders(path.parent)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
         except FileExistsError:  # another process created it first
