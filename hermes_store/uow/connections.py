@@ -26,12 +26,17 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from hermes_store.backends.sqlite.engine import OPENED_FILES
 from hermes_store.backends.sqlite.file_identity import OpenedFiles
+from hermes_store.backends.sqlite.private_files import (
+    UnsafeDatabasePathError,
+    require_fit_replacement,
+)
 from hermes_store.errors import StoreError, StoreReplacedError
 from hermes_store.schema.state import file_is_current, is_current_on
 
@@ -84,6 +89,9 @@ class ThreadConnections:
         self._local = threading.local()
         self._kept: weakref.WeakSet[KeptConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self.adopting: Callable[[str], None] | None = None
+        """Called with the path once a replacement proved to be a store, before it is used:
+        a writable store makes it private there, as opening does (``OSError`` refuses it)."""
         self.on_replaced: Callable[[], None] | None = None
         """Called once connections moved to a file that replaced the store's (the store
         then forgets what it knew of the old file's layout)."""
@@ -115,6 +123,10 @@ class ThreadConnections:
                 f"{path} was moved away or deleted while this store had it open; nothing "
                 "was written (put the store back at that path, or reopen it elsewhere)"
             )
+        try:
+            require_fit_replacement(Path(path), opened.owner)
+        except UnsafeDatabasePathError as error:
+            self._refuse(connection, opened, f"{error}; nothing was written to either")
         if file_is_current(path) is False:
             self._refuse(connection, opened)
         detached = opened.detach_sidecars()
@@ -122,7 +134,12 @@ class ThreadConnections:
         self._engine.pool.dispose()  # idle pooled connections hold the old file too
         fresh = connection.info.get(OPENED_FILES)  # reconnects, to the file at the path
         try:
-            current = fresh is not None and not fresh.replaced() and is_current_on(connection)
+            current = (
+                fresh is not None
+                and not fresh.replaced()
+                and fresh.owner in (os.geteuid(), opened.owner)  # the file checked above
+                and is_current_on(connection)
+            )
         except StoreError:
             current = False
         finally:
@@ -130,6 +147,11 @@ class ThreadConnections:
                 connection.rollback()
         if not current:
             self._refuse(connection, opened)
+        if self.adopting is not None:
+            try:
+                self.adopting(path)
+            except OSError as error:
+                self._refuse(connection, opened, f"{path} could not be made private ({error})")
         if self.on_replaced is not None:
             self.on_replaced()
         _log.warning(
@@ -140,12 +162,14 @@ class ThreadConnections:
         )
 
     @staticmethod
-    def _refuse(connection: Connection, opened: OpenedFiles) -> None:
-        # Sticky: the next unit checks again instead of using that file.
-        connection.info[OPENED_FILES] = OpenedFiles(opened.path, None, None, None)
+    def _refuse(connection: Connection, opened: OpenedFiles, why: str | None = None) -> None:
+        # Sticky: the next unit checks again instead of using that file (and the
+        # owner it must have stays the one of the file the store first opened).
+        connection.info[OPENED_FILES] = OpenedFiles(opened.path, None, None, None, opened.owner)
         raise StoreReplacedError(
-            f"{opened.path} was replaced by a file that is not a hermes_store database at the "
-            "head schema; nothing was written to either (reopen the store to adopt it)"
+            why
+            or f"{opened.path} was replaced by a file that is not a hermes_store database at "
+            "the head schema; nothing was written to either (reopen the store to adopt it)"
         )
 
     def _acquire(self) -> tuple[Connection, KeptConnection | None]:

@@ -61,11 +61,19 @@ class OpenedFiles:
     database: tuple[int, int] | None
     wal: tuple[int, int] | None
     shm: tuple[int, int] | None
+    owner: int | None = None
+    """Who owns the database file: a replacement must be theirs or this user's."""
 
     @classmethod
     def at(cls, path: str) -> OpenedFiles:
         """Recorded right after the connection opened the database and its WAL."""
-        return cls(path, _identity(path), _identity(path + "-wal"), _identity(path + "-shm"))
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            database, owner = None, None
+        else:
+            database, owner = (info.st_dev, info.st_ino), info.st_uid
+        return cls(path, database, _identity(path + "-wal"), _identity(path + "-shm"), owner)
 
     def replaced(self) -> bool:
         """True when the path no longer names the database this connection holds."""

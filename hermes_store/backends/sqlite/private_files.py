@@ -11,6 +11,7 @@ it is refused rather than followed.
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -60,6 +61,32 @@ def make_private_folders(folder: Path) -> None:
         except FileExistsError:  # another process made it first: theirs to set
             continue
         os.chmod(made, PRIVATE_FOLDER_MODE)
+
+
+def require_fit_replacement(path: Path, previous_owner: int | None) -> None:
+    """The checks opening makes, for a file that replaced the store's at ``path``.
+
+    Like an open, a symbolic link or anything but a regular file is refused.
+    And it must belong to this user or to whoever owned the file the store
+    opened: someone else who could rename a file of theirs over state.db
+    (a folder left writable by others) would otherwise be handed every message
+    written from then on. (Its mode is then tightened, as opening tightens.)
+    """
+    _refuse_unsafe(path)
+    owner = path.lstat().st_uid
+    if owner not in (os.geteuid(), previous_owner):
+        raise UnsafeDatabasePathError(
+            f"{path} was replaced by a file owned by {_user(owner)}, not by "
+            f"{_user(previous_owner if previous_owner is not None else os.geteuid())} who owned "
+            "the file this store opened"
+        )
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def require_existing_database(path: Path) -> None:
