@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 
 from hermes_store import SessionDB
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.errors import StoreReplacedError
 from hermes_store.tools.backup import backup
 
 from .unprivileged import as_other_user, give_to_other_user, other_user, shared_folder
@@ -236,3 +238,37 @@ def test_a_symbolic_link_put_at_the_path_is_refused_not_followed(tmp_path: Path)
         assert rows(elsewhere) == []
     finally:
         worker.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_a_thread_that_connects_after_another_users_swap_is_refused_too(tmp_path: Path) -> None:
+    """A thread's first unit may open a new connection by name (after a followed restore
+    the pool holds none): it must not take whatever file is at the path for the store's own."""
+    with shared_folder() as folder:
+        folder.chmod(0o777)
+        path = folder / "state.db"
+        db = SessionDB(path)
+        db.create_session("s1", "cli")
+        copy = backup(path, tmp_path / "backups").path
+        planted = folder / "theirs.db"
+        shutil.copyfile(copy, planted)
+        give_to_other_user(planted)
+        os.replace(backup(path, tmp_path / "backups").path, path)  # a restore of our own:
+        db.append_message("s1", "user", "restored")  # followed, and the idle pool emptied
+        assert as_other_user(lambda: os.replace(planted, path)) == ("ok", None)
+        before = digest(path)
+        outcome: list[BaseException | int] = []
+
+        def write() -> None:
+            try:
+                outcome.append(db.append_message("s1", "user", "secret"))
+            except BaseException as error:  # reported to the test
+                outcome.append(error)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join(timeout=60)
+        db.close()
+        assert len(outcome) == 1 and isinstance(outcome[0], StoreReplacedError), outcome
+        assert "owned by nobody" in str(outcome[0])
+        assert digest(path) == before

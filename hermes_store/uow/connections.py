@@ -89,6 +89,9 @@ class ThreadConnections:
         self._local = threading.local()
         self._kept: weakref.WeakSet[KeptConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._adopted: OpenedFiles | None = None
+        """The file the store uses (SQLite): the one it first opened, then each replacement
+        it followed (see :meth:`_unadopted`)."""
         self.adopting: Callable[[str], None] | None = None
         """Called with the path once a replacement proved to be a store, before it is used:
         a writable store makes it private there, as opening does (``OSError`` refuses it)."""
@@ -107,13 +110,30 @@ class ThreadConnections:
         """
         connection, kept = self._acquire()
         opened = connection.info.get(OPENED_FILES)
-        if opened is not None and opened.replaced():
+        if opened is None:
+            return connection, kept
+        moved_from = opened if opened.replaced() else self._unadopted(opened)
+        if moved_from is not None:
             try:
-                self._follow_replacement(connection, opened)
+                self._follow_replacement(connection, moved_from)
             except BaseException:
                 self.release(connection, kept)
                 raise
         return connection, kept
+
+    def _unadopted(self, opened: OpenedFiles) -> OpenedFiles | None:
+        """What the store used, when ``opened`` (a connection made by name) holds another file.
+
+        A connection made after the file was replaced opens whatever is at the
+        path; that file has to pass the same checks as one a connection finds
+        replaced, or another user's file swapped in would be written by every
+        thread that connects after the swap.
+        """
+        with self._lock:
+            if self._adopted is None:
+                self._adopted = opened  # the store's first connection: the file it opened
+            adopted = self._adopted
+        return None if adopted.database == opened.database else adopted
 
     def _follow_replacement(self, connection: Connection, opened: OpenedFiles) -> None:
         """Move ``connection`` from a replaced file to the one at the path, or refuse."""
@@ -152,6 +172,8 @@ class ThreadConnections:
                 self.adopting(path)
             except OSError as error:
                 self._refuse(connection, opened, f"{path} could not be made private ({error})")
+        with self._lock:
+            self._adopted = fresh
         if self.on_replaced is not None:
             self.on_replaced()
         _log.warning(

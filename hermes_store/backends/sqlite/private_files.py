@@ -72,7 +72,8 @@ def require_fit_replacement(path: Path, previous_owner: int | None) -> None:
     (a folder left writable by others) would otherwise be handed every message
     written from then on. (Its mode is then tightened, as opening tightens.)
     """
-    _refuse_unsafe(path)
+    if _refuse_unsafe(path) is None:
+        return  # nothing there: the caller says what a missing file means
     owner = path.lstat().st_uid
     if owner not in (os.geteuid(), previous_owner):
         raise UnsafeDatabasePathError(
