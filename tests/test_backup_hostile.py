@@ -6,6 +6,7 @@ concurrent processes, real system calls (``strace``) -- nothing is mocked.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -254,3 +255,39 @@ def test_a_backup_is_never_written_into_a_folder_another_user_owns_even_if_we_ma
         with pytest.raises(UnsafeBackupFolderError, match="owned by nobody"):
             backup(path, theirs)
         assert list(theirs.iterdir()) == []
+
+
+def test_a_backup_puts_its_copy_in_place_and_rotates_under_the_folders_lock(
+    tmp_path: Path,
+) -> None:
+    """Two runs rotating at once could each delete the other's new backup (``--keep 1``
+    left none); so linking into place and rotating happen under the folder's ``flock``."""
+    path = tmp_path / "state.db"
+    _store(path)
+    folder = tmp_path / "backups"
+    folder.mkdir(mode=0o700)
+    paused = subprocess.Popen(
+        [sys.executable, str(PAUSED_BACKUP), str(path), str(folder), "link"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    assert paused.stdin is not None and paused.stdout is not None
+    probe = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert paused.stdout.readline().strip().endswith(".partial")
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        paused.stdin.write("go\n")
+        paused.stdin.flush()
+        out, err = paused.communicate(timeout=120)
+        assert paused.returncode == 0, err
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when it finished
+    finally:
+        os.close(probe)
+        if paused.poll() is None:
+            paused.kill()
+            paused.wait()
+    assert backups_in(folder, "state") == [Path(out.strip())]
