@@ -291,3 +291,52 @@ def test_a_backup_puts_its_copy_in_place_and_rotates_under_the_folders_lock(
             paused.kill()
             paused.wait()
     assert backups_in(folder, "state") == [Path(out.strip())]
+
+
+def test_a_name_put_at_the_final_name_meanwhile_is_never_replaced(tmp_path: Path) -> None:
+    """A backup paused (a real process) just before it links its copy into place finds a
+    symbolic link at its final name: the link and its target stay as they were, the run
+    fails with a store error, and no partial is left behind."""
+    path = tmp_path / "state.db"
+    _store(path)
+    folder = tmp_path / "backups"
+    folder.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.db"
+    target.write_bytes(b"not to be touched")
+    paused = subprocess.Popen(
+        [sys.executable, str(PAUSED_BACKUP), str(path), str(folder), "link"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    assert paused.stdin is not None and paused.stdout is not None
+    try:
+        held = Path(paused.stdout.readline().strip())
+        final = folder / re.sub(r"^\.(.*Z)\.\d+\.partial$", r"\1.db", held.name)
+        final.symlink_to(target)
+        paused.stdin.write("go\n")
+        paused.stdin.flush()
+        _out, err = paused.communicate(timeout=120)
+    finally:
+        if paused.poll() is None:
+            paused.kill()
+            paused.wait()
+    assert paused.returncode != 0 and "BackupError" in err and "already exists" in err, err
+    assert final.is_symlink() and target.read_bytes() == b"not to be touched"
+    assert sorted(p.name for p in folder.iterdir()) == [final.name]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_a_folder_this_user_may_not_enter_is_a_store_error_not_an_oserror(
+    tmp_path: Path,
+) -> None:
+    with shared_folder() as shared:
+        path = shared / "state.db"
+        _store(path)
+        give_to_other_user(path)
+        private = shared / "roots"
+        private.mkdir(mode=0o700)
+        kind, said = as_other_user(lambda: backup(path, private))
+        assert kind == "BackupError" and str(private) in said, (kind, said)

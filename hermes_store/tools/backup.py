@@ -117,38 +117,56 @@ def backup(
         raise BackupError(f"no database file at {path}")
     directory = Path(to).expanduser() if to is not None else hermes_home() / BACKUP_DIR
     started = time.monotonic()
-    with backup_folder(directory) as folder:
-        _clear_stale_partials(folder)
-        now = datetime.now(UTC)
-        stamp = now.strftime(_STAMP) + f".{now.microsecond:06d}"
-        final = f"{path.stem}-{stamp}Z.db"
-        partial = f".{path.stem}-{stamp}Z.{os.getpid()}.partial"
-        descriptor = folder.create(partial)
-        try:
-            sessions, messages = _copy(path, folder, partial, descriptor)
-            os.fsync(descriptor)  # the copy is on disk before its name says it is a backup
-            _verify(folder.by_name(partial), path, sessions, messages)
-            if not folder.holds(partial, descriptor):
-                raise BackupError(
-                    f"{partial} in {directory} is no longer the file this backup wrote; "
-                    "it was not kept"
-                )
-            with folder.exclusive():
+    try:
+        with backup_folder(directory) as folder:
+            _clear_stale_partials(folder)
+            report = _back_up_into(folder, path, keep)
+    except OSError as error:  # a folder we may not enter, a name taken ...: said as ours
+        raise BackupError(
+            f"backup into {directory} failed ({error}); no backup was kept"
+        ) from error
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _back_up_into(folder: BackupFolder, path: Path, keep: int) -> BackupReport:
+    """Copy, flush, verify, link into place, rotate: the steps inside the held folder."""
+    now = datetime.now(UTC)
+    stamp = now.strftime(_STAMP) + f".{now.microsecond:06d}"
+    final = f"{path.stem}-{stamp}Z.db"
+    partial = f".{path.stem}-{stamp}Z.{os.getpid()}.partial"
+    descriptor = folder.create(partial)
+    try:
+        sessions, messages = _copy(path, folder, partial, descriptor)
+        os.fsync(descriptor)  # the copy is on disk before its name says it is a backup
+        _verify(folder.by_name(partial), path, sessions, messages)
+        if not folder.holds(partial, descriptor):
+            raise BackupError(
+                f"{partial} in {folder.path} is no longer the file this backup wrote; "
+                "it was not kept"
+            )
+        with folder.exclusive():
+            try:
                 folder.publish(partial, final)
-                folder.sync()
-                removed = rotate(folder, path.stem, keep, made=final)
-            size = os.fstat(descriptor).st_size
-        finally:
-            os.close(descriptor)
-            for suffix in ("", *_SIDECARS):
-                folder.unlink(partial + suffix)
+            except FileExistsError:
+                raise BackupError(
+                    f"{folder.path / final} already exists (it is not replaced, whatever it "
+                    "is); no backup was kept -- run the backup again"
+                ) from None
+            folder.sync()
+            removed = rotate(folder, path.stem, keep, made=final)
+        size = os.fstat(descriptor).st_size
+    finally:
+        os.close(descriptor)
+        for suffix in ("", *_SIDECARS):
+            folder.unlink(partial + suffix)
     return BackupReport(
-        path=directory / final,
+        path=folder.path / final,
         bytes=size,
-        seconds=time.monotonic() - started,
+        seconds=0.0,
         sessions=sessions,
         messages=messages,
-        removed=[directory / name for name in removed],
+        removed=[folder.path / name for name in removed],
     )
 
 
