@@ -272,3 +272,29 @@ def test_a_thread_that_connects_after_another_users_swap_is_refused_too(tmp_path
         assert len(outcome) == 1 and isinstance(outcome[0], StoreReplacedError), outcome
         assert "owned by nobody" in str(outcome[0])
         assert digest(path) == before
+
+
+def test_a_thread_that_connects_after_a_restore_follows_it_like_the_others(
+    tmp_path: Path,
+) -> None:
+    """A connection made by name after a restore opens the new file directly; it must still
+    be adopted the way a replaced connection adopts it (made private, the old file's
+    sidecars detached), and the store's other threads then agree with it."""
+    path = tmp_path / "state.db"
+    db = SessionDB(path)
+    db.create_session("s1", "cli")
+    os.replace(backup(path, tmp_path / "backups").path, path)
+    db.append_message("s1", "user", "one")  # followed: the idle pool is empty now
+    restore = backup(path, tmp_path / "backups").path
+    restore.chmod(0o644)
+    os.replace(restore, path)
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(db.append_message("s1", "user", "two")))
+    thread.start()
+    thread.join(timeout=60)
+    assert len(done) == 1
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    db.append_message("s1", "user", "three")  # the first thread moves to the same file
+    assert [m["content"] for m in db.get_messages("s1")] == ["one", "two", "three"]
+    db.close()
+    assert rows(path) == ["one", "two", "three"]
