@@ -122,9 +122,7 @@ def backup(
             _clear_stale_partials(folder)
             report = _back_up_into(folder, path, keep)
     except OSError as error:  # a folder we may not enter, a name taken ...: said as ours
-        raise BackupError(
-            f"backup into {directory} failed ({error}); no backup was kept"
-        ) from error
+        raise BackupError(f"backup into {directory} failed: {error}") from error
     report.seconds = time.monotonic() - started
     return report
 
