@@ -13,13 +13,19 @@ backup API's copy is about 3% larger (it keeps free pages), but ``VACUUM
 INTO`` cannot run inside a transaction, so its copy could not be checked
 against counts of the same snapshot. Hence the backup API.
 
-Before anything is written the free space is checked (the whole database,
-WAL included, must fit). The copy is made under a temporary name, created
-0600 before SQLite opens it, switched to rollback-journal mode (a single
-self-contained file, no ``-wal`` to forget), checked (``PRAGMA
-integrity_check`` and the snapshot's counts), flushed, and only then renamed
-into place; then the oldest backups beyond ``keep`` are deleted -- never
-before the new one is known good, and never a file this module did not name.
+Before anything is written the backup folder is checked and held open (see
+:mod:`~hermes_store.tools.backup_folder`: ours, writable by nobody else,
+made 0700 whatever the umask) and the free space is checked (the whole
+database, WAL included, must fit). The copy is made in a partial file
+created 0600 through the folder's descriptor, switched to rollback-journal
+mode (a single self-contained file, no ``-wal`` to forget), flushed through
+its own descriptor, checked (``PRAGMA integrity_check`` and the snapshot's
+counts), and only then linked into place under a name that must not exist;
+then the oldest backups beyond ``keep`` are deleted -- never before the new
+one is known good, never the new one, and never a file that is not a
+finished backup of this module's (see :mod:`~hermes_store.tools.backup_rotation`).
+A partial file names the process writing it; one whose process is gone is
+removed by the next run, one whose process lives is left alone.
 A damaged source is refused: its copy would fail the same check, and
 ``recover`` is the way out there.
 """
@@ -38,24 +44,38 @@ from sqlalchemy.engine import URL
 from hermes_store.backends.location import hermes_home, resolve_url, sqlite_file
 from hermes_store.backends.sqlite.integrity import page_findings
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.backends.sqlite.private_files import PRIVATE_MODE
-from hermes_store.errors import InvalidInputError, StoreError
-from hermes_store.tools.disk import require_free_space, sync
+from hermes_store.errors import InvalidInputError
+from hermes_store.tools.backup_folder import (
+    BackupError,
+    BackupFolder,
+    UnsafeBackupFolderError,
+    backup_folder,
+)
+from hermes_store.tools.backup_rotation import finished_backups, rotate
+from hermes_store.tools.disk import require_free_space
 from hermes_store.uow.corruption import corrupt_error
+
+__all__ = [
+    "COUNT_ROWS",
+    "DEFAULT_KEEP",
+    "BackupError",
+    "BackupReport",
+    "UnsafeBackupFolderError",
+    "backup",
+    "backups_in",
+]
 
 DEFAULT_KEEP = 3
 BACKUP_DIR = "backups"
 _STAMP = "%Y%m%dT%H%M%S"
-_NAME = re.compile(r"^(?P<stem>.+)-(?P<stamp>\d{8}T\d{6}\.\d{6})Z\.db$")
-_PARTIAL = re.compile(r"^\.(?P<stem>.+)-\d{8}T\d{6}\.\d{6}Z\.(?P<pid>\d+)\.partial$")
+_PARTIAL = re.compile(
+    r"^\.(?P<stem>.+)-\d{8}T\d{6}\.\d{6}Z\.(?P<pid>\d+)\.partial(-journal|-wal|-shm)?$"
+)
+_SIDECARS = ("-journal", "-wal", "-shm")
 
 
 COUNT_ROWS = "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)"
 """What a copy is verified by, besides ``integrity_check``."""
-
-
-class BackupError(StoreError):
-    """The backup could not be made or did not verify; existing backups are untouched."""
 
 
 @dataclass
@@ -79,7 +99,9 @@ def backup(
 
     ``source`` is resolved like a store's (default ``$HERMES_HOME/state.db``);
     ``to`` defaults to ``$HERMES_HOME/backups``. Backups are named
-    ``<stem>-<UTC time>Z.db``; only files so named count for the rotation.
+    ``<stem>-<UTC time>Z.db``; only finished backups so named count for the
+    rotation. A folder of another user's, or one others may write, is refused
+    with :class:`UnsafeBackupFolderError`.
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise InvalidInputError(f"keep must be an integer >= 1, got {keep!r}")
@@ -94,36 +116,61 @@ def backup(
     if not path.is_file():
         raise BackupError(f"no database file at {path}")
     directory = Path(to).expanduser() if to is not None else hermes_home() / BACKUP_DIR
-    if directory.exists() and not directory.is_dir():
-        raise BackupError(f"{directory} is not a directory (--to names where backups go)")
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _clear_stale_partials(directory)
     started = time.monotonic()
+    try:
+        with backup_folder(directory) as folder:
+            _clear_stale_partials(folder)
+            report = _back_up_into(folder, path, keep)
+    except OSError as error:  # a folder we may not enter, a name taken ...: said as ours
+        raise BackupError(f"backup into {directory} failed: {error}") from error
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _back_up_into(folder: BackupFolder, path: Path, keep: int) -> BackupReport:
+    """Copy, flush, verify, link into place, rotate: the steps inside the held folder."""
     now = datetime.now(UTC)
     stamp = now.strftime(_STAMP) + f".{now.microsecond:06d}"
-    final = directory / f"{path.stem}-{stamp}Z.db"
-    partial = directory / f".{path.stem}-{stamp}Z.{os.getpid()}.partial"
+    final = f"{path.stem}-{stamp}Z.db"
+    partial = f".{path.stem}-{stamp}Z.{os.getpid()}.partial"
+    descriptor = folder.create(partial)
     try:
-        sessions, messages = _copy(path, partial, directory)
-        _verify(partial, path, sessions, messages)
-        os.rename(partial, final)
-        sync(directory)
+        sessions, messages = _copy(path, folder, partial, descriptor)
+        os.fsync(descriptor)  # the copy is on disk before its name says it is a backup
+        _verify(folder.by_name(partial), path, sessions, messages)
+        if not folder.holds(partial, descriptor):
+            raise BackupError(
+                f"{partial} in {folder.path} is no longer the file this backup wrote; "
+                "it was not kept"
+            )
+        with folder.exclusive():
+            try:
+                folder.publish(partial, final)
+            except FileExistsError:
+                raise BackupError(
+                    f"{folder.path / final} already exists (it is not replaced, whatever it "
+                    "is); no backup was kept -- run the backup again"
+                ) from None
+            folder.sync()
+            removed = rotate(folder, path.stem, keep, made=final)
+        size = os.fstat(descriptor).st_size
     finally:
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            Path(f"{partial}{suffix}").unlink(missing_ok=True)
-    removed = _rotate(directory, path.stem, keep)
+        os.close(descriptor)
+        for suffix in ("", *_SIDECARS):
+            folder.unlink(partial + suffix)
     return BackupReport(
-        path=final,
-        bytes=final.stat().st_size,
-        seconds=time.monotonic() - started,
+        path=folder.path / final,
+        bytes=size,
+        seconds=0.0,
         sessions=sessions,
         messages=messages,
-        removed=removed,
+        removed=[folder.path / name for name in removed],
     )
 
 
-def _copy(source: Path, partial: Path, directory: Path) -> tuple[int, int]:
-    """The snapshot into ``partial``; the session and message counts of that snapshot."""
+def _copy(source: Path, folder: BackupFolder, partial: str, descriptor: int) -> tuple[int, int]:
+    """The snapshot into ``partial`` (the file behind ``descriptor``); its session and
+    message counts."""
     reader = sqlite3.connect(source, isolation_level=None)
     try:
         reader.execute("BEGIN")
@@ -131,15 +178,12 @@ def _copy(source: Path, partial: Path, directory: Path) -> tuple[int, int]:
             reader.execute("PRAGMA page_size").fetchone()[0],
             reader.execute("PRAGMA page_count").fetchone()[0],
         )
-        require_free_space(directory, page_size * pages, "the backup", BackupError)
+        require_free_space(folder.path, page_size * pages, "the backup", BackupError)
         sessions, messages = reader.execute(COUNT_ROWS).fetchone()
-        descriptor = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-        os.close(descriptor)
-        os.chmod(partial, PRIVATE_MODE)  # whatever the umask did
-        writer = sqlite3.connect(partial, isolation_level=None)
+        writer = sqlite3.connect(folder.by_name(partial), isolation_level=None)
         try:
             writer.execute("PRAGMA journal_mode = OFF")  # a failed copy is deleted anyway
-            writer.execute("PRAGMA synchronous = OFF")  # flushed once, below
+            writer.execute("PRAGMA synchronous = OFF")  # flushed once, by the caller
             reader.backup(writer)
             writer.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
         finally:
@@ -149,7 +193,10 @@ def _copy(source: Path, partial: Path, directory: Path) -> tuple[int, int]:
         raise _failure(error, source, f"backup of {source} failed") from error
     finally:
         reader.close()
-    sync(partial)
+    if not folder.holds(partial, descriptor):
+        raise BackupError(
+            f"the backup folder {folder.path} changed while the copy was written; it was not kept"
+        )
     return int(sessions), int(messages)
 
 
@@ -169,7 +216,7 @@ def _failure(error: sqlite3.Error, source: Path, what: str) -> BackupError:
     return BackupError(f"{what} ({error})")
 
 
-def _verify(path: Path, source: Path, sessions: int, messages: int) -> None:
+def _verify(path: str, source: Path, sessions: int, messages: int) -> None:
     checker = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         problems = page_findings(row[0] for row in checker.execute("PRAGMA integrity_check"))
@@ -191,29 +238,21 @@ def _verify(path: Path, source: Path, sessions: int, messages: int) -> None:
 
 
 def backups_in(directory: Path, stem: str) -> list[Path]:
-    """The backups of ``stem`` in ``directory``, oldest first (their names sort by time)."""
-    found = []
-    for candidate in directory.iterdir():
-        match = _NAME.match(candidate.name)
-        if match and match["stem"] == stem and candidate.is_file():
-            found.append(candidate)
-    return sorted(found, key=lambda p: p.name)
+    """The finished backups of ``stem`` in ``directory``, oldest first (names sort by time)."""
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        found = finished_backups(BackupFolder(directory, descriptor), stem)
+    finally:
+        os.close(descriptor)
+    return [directory / name for name in found]
 
 
-def _rotate(directory: Path, stem: str, keep: int) -> list[Path]:
-    existing = backups_in(directory, stem)
-    doomed = existing[: max(0, len(existing) - keep)]
-    for old in doomed:
-        old.unlink(missing_ok=True)
-    return doomed
-
-
-def _clear_stale_partials(directory: Path) -> None:
-    """Remove what a killed backup left behind (its process is gone)."""
-    for candidate in directory.iterdir():
-        match = _PARTIAL.match(candidate.name)
+def _clear_stale_partials(folder: BackupFolder) -> None:
+    """Remove what a killed backup left behind (its process is gone); a live one's stays."""
+    for name in folder.names():
+        match = _PARTIAL.match(name)
         if match and not _alive(int(match["pid"])):
-            candidate.unlink(missing_ok=True)
+            folder.unlink(name)
 
 
 def _alive(pid: int) -> bool:

@@ -122,6 +122,8 @@ class Store:
         self.engine: Engine = self._engine()
         alive = kept_connection_alive if self.url.get_backend_name() == "postgresql" else None
         self._connections = ThreadConnections(self.engine, alive)
+        if self.path is not None and not read_only:  # a replacement is made private, as here
+            self._connections.adopting = lambda adopted: tighten_private_database(Path(adopted))
         forking.watch(self.engine, self._connections)
         self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
         self._open_schema(migrate and not read_only)

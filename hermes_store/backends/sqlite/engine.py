@@ -44,7 +44,11 @@ from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.backends.sqlite import library
 from hermes_store.backends.sqlite.file_identity import OpenedFiles
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.errors import StoreLockedError
+from hermes_store.backends.sqlite.private_files import (
+    UnsafeDatabasePathError,
+    require_fit_replacement,
+)
+from hermes_store.errors import StoreLockedError, StoreReplacedError
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _log = logging.getLogger(__name__)
@@ -207,6 +211,16 @@ class SqliteRules:
             self._clock.overdue = False
 
 
+def _owner(path: str | None) -> int | None:
+    """Who owns the file the store opens (it exists by now, unless read-only and missing)."""
+    if path is None:
+        return None
+    try:
+        return os.stat(path).st_uid
+    except FileNotFoundError:
+        return None
+
+
 def sqlite_rules(connection: Connection) -> SqliteRules | None:
     """The rules of a SQLite engine's connection; None on other backends."""
     return connection.info.get(_SQLITE_RULES)
@@ -223,9 +237,18 @@ def _install_sqlite_rules(
 ) -> None:
     rules = SqliteRules(policy, database)
     synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
+    owner = _owner(opened_path)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
+        if opened_path is not None:
+            # Before anything is set (journal_mode = WAL writes the header): a file swapped
+            # in at the path since the store opened it must pass opening's checks.
+            try:
+                require_fit_replacement(Path(opened_path), owner)
+            except UnsafeDatabasePathError as error:
+                dbapi_connection.close()
+                raise StoreReplacedError(f"{error}; nothing was written to it") from None
         # Autocommit at the driver level: transactions begin only where we say.
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout = {rules.busy_timeout_ms}")

@@ -19,7 +19,12 @@ this connection opened, under a lock on the directory, so of several
 processes that notice, only the first does it, and never to the new file's --
 then the old connections are closed (SQLite neither checkpoints nor deletes
 the WAL of a database that was moved) and a new connection opens the file at
-the path, which must be a store at the head schema. A path with no file is
+the path, which must pass the checks an open makes (a regular file of this
+user's or of the old file's owner: see
+:func:`~hermes_store.backends.sqlite.private_files.require_fit_replacement`)
+and be a store at the head schema. A connection made later by name is held
+to the same checks (another user's file renamed over the path is refused,
+not written). A path with no file is
 refused (:class:`~hermes_store.errors.StoreReplacedError`): nothing is made
 where the history was.
 """
@@ -61,11 +66,19 @@ class OpenedFiles:
     database: tuple[int, int] | None
     wal: tuple[int, int] | None
     shm: tuple[int, int] | None
+    owner: int | None = None
+    """Who owns the database file: a replacement must be theirs or this user's."""
 
     @classmethod
     def at(cls, path: str) -> OpenedFiles:
         """Recorded right after the connection opened the database and its WAL."""
-        return cls(path, _identity(path), _identity(path + "-wal"), _identity(path + "-shm"))
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            database, owner = None, None
+        else:
+            database, owner = (info.st_dev, info.st_ino), info.st_uid
+        return cls(path, database, _identity(path + "-wal"), _identity(path + "-shm"), owner)
 
     def replaced(self) -> bool:
         """True when the path no longer names the database this connection holds."""

@@ -11,6 +11,7 @@ it is refused rather than followed.
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -41,12 +42,14 @@ def _refuse_unsafe(path: Path) -> int | None:
     return stat.S_IMODE(info.st_mode)
 
 
-def _make_private_folders(folder: Path) -> None:
+def make_private_folders(folder: Path) -> None:
     """Create ``folder`` and its missing parents 0700 (``HERMES_HOME`` holds conversations).
 
     ``mkdir(mode=...)`` is filtered by the umask (and ``parents=True`` gives the
     parents the umask's mode), so each folder made here is set to 0700 right
-    after; a folder that already existed is left as it is.
+    after; a folder that already existed is left as it is. Every folder this package
+    makes goes through here (``backup``'s too), so none is looser than 0700 whatever
+    the umask.
     """
     missing = []
     while not folder.exists():
@@ -58,6 +61,33 @@ def _make_private_folders(folder: Path) -> None:
         except FileExistsError:  # another process made it first: theirs to set
             continue
         os.chmod(made, PRIVATE_FOLDER_MODE)
+
+
+def require_fit_replacement(path: Path, previous_owner: int | None) -> None:
+    """The checks opening makes, for a file that replaced the store's at ``path``.
+
+    Like an open, a symbolic link or anything but a regular file is refused.
+    And it must belong to this user or to whoever owned the file the store
+    opened: someone else who could rename a file of theirs over state.db
+    (a folder left writable by others) would otherwise be handed every message
+    written from then on. (Its mode is then tightened, as opening tightens.)
+    """
+    if _refuse_unsafe(path) is None:
+        return  # nothing there: the caller says what a missing file means
+    owner = path.lstat().st_uid
+    if owner not in (os.geteuid(), previous_owner):
+        raise UnsafeDatabasePathError(
+            f"{path} was replaced by a file owned by {_user(owner)}, not by "
+            f"{_user(previous_owner if previous_owner is not None else os.geteuid())} who owned "
+            "the file this store opened"
+        )
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def require_existing_database(path: Path) -> None:
@@ -81,7 +111,7 @@ def ensure_private_database(path: Path, *, tighten: bool = True) -> None:
     """
     mode = _refuse_unsafe(path)
     if mode is None:
-        _make_private_folders(path.parent)
+        make_private_folders(path.parent)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, PRIVATE_MODE)
         except FileExistsError:  # another process created it first
