@@ -47,7 +47,7 @@ from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.errors import SessionNotFoundError, StoreError
+from hermes_store.errors import SessionNotFoundError, StoreCorruptError, StoreError
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -659,8 +659,11 @@ def check(
     from hermes_store.tools.check import check as run_check
 
     # Looking only reads (the file is neither migrated nor tightened); --repair writes.
-    with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
-        report = run_check(store, repair=repair)
+    try:
+        with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
+            report = run_check(store, repair=repair)
+    except StoreCorruptError as error:  # too damaged to open: no survey, only the way out
+        return _unopenable(error, as_json)
     if as_json:
         write_json({**asdict(report), "ok": report.ok})
         return None if report.ok else 1
@@ -768,6 +771,20 @@ def recover_(*, source: Path, destination: Path, as_json: bool) -> None:
         write_json(asdict(report))
         return
     show(render.recovery_summary(report), soft_wrap=True)
+
+
+def _unopenable(error: StoreCorruptError, as_json: bool) -> int:
+    """``check``'s answer for a file too damaged to open: the damage and the next step.
+
+    The error's own message ends by pointing at ``check``, the command that
+    is running; here the way out is said without it.
+    """
+    if as_json:
+        write_json({"ok": False, "integrity": [error.detail], "next_step": error.way_out})
+        return 1
+    show(render.status_line("integrity", error.detail))
+    say((f"damaged, cannot be opened: {error.way_out}", "bold red"))
+    return 1
 
 
 def _print_damage(damage: Any) -> None:
