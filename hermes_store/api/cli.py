@@ -47,7 +47,12 @@ from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.errors import SessionNotFoundError, StoreCorruptError, StoreError
+from hermes_store.errors import (
+    SchemaError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreError,
+)
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -190,6 +195,8 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
     target = _target(db, url, patience)
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
+    if existed and _at_head(target):
+        return
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
         store.upgrade_to_head()
@@ -207,6 +214,25 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     else:
         was = f"schema version {before[0]}, revision {before[1] or 'none'}"
         say(f"upgraded {target.describe()}: {was} -> {now}")
+
+
+def _at_head(target: Target) -> bool:
+    """Say so and answer True when the store needs nothing: looked at read-only.
+
+    Upgrading a current file writes nothing, so it must work where this user
+    may only read the file; a writable open would want to write (tighten it,
+    take the lock) before finding there is nothing to do.
+    """
+    try:
+        with _open(target, read_only=True) as store:
+            version, revision = _state(store)
+            ours = store.ladder is not Ladder.AGENT  # the agent's may need a column mended
+    except SchemaError:  # no store in it yet: the writable open says what it is
+        return False
+    if not ours or revision != HEAD_REVISION:
+        return False
+    say(f"{target.describe()}: already at head (schema version {version}, revision {revision})")
+    return True
 
 
 def current(*, db: Path | None, url: str | None, patience: float | None, as_json: bool) -> None:
@@ -630,7 +656,9 @@ def title(
     patience: float | None,
 ) -> None:
     """Print or set a session's title (unique among sessions, at most 100 characters)."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    # Printing only reads: a file this user may only read is opened read-only.
+    target = _target(db, url, patience)
+    with _session_db(target, read_only=new_title is None) as sdb:
         if new_title is not None and not sdb.set_session_title(session_id, new_title):
             raise SessionNotFoundError(session_id)  # set_session_title says so with False
         session = sdb.get_session(session_id)

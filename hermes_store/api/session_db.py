@@ -23,7 +23,7 @@ from hermes_store.domain.arguments import text_arg
 from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
 from hermes_store.domain.query_syntax import sanitize_fts5_query
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
-from hermes_store.errors import InvalidInputError
+from hermes_store.errors import InvalidInputError, StoreAccessError
 from hermes_store.uow.combined import Combinable
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
@@ -111,14 +111,23 @@ class SessionDB:
                 "policy, durability, read_only and clock are the store's (so is shared_commits): "
                 "pass them to Store(), not with store="
             )
-        self._store = store or Store(
-            db_path,
-            policy=policy,
-            durability=Durability.FULL if durability is None else durability,
-            read_only=False if read_only is None else read_only,
-            clock=time.time if clock is None else clock,
-            shared_commits=bool(shared_commits),
-        )
+        try:
+            self._store = store or Store(
+                db_path,
+                policy=policy,
+                durability=Durability.FULL if durability is None else durability,
+                read_only=False if read_only is None else read_only,
+                clock=time.time if clock is None else clock,
+                shared_commits=bool(shared_commits),
+            )
+        except StoreAccessError as error:
+            if read_only:
+                raise
+            # A writable open needs to write (tighten, migrate, the WAL's files) even
+            # before any call; a caller who only reads has a way in that writes nothing.
+            raise StoreAccessError(
+                f"{error}; to only read it, open it with SessionDB(path, read_only=True)"
+            ) from error
         self._owns_store = store is None
         self.db_path = self._store.path
 
