@@ -144,6 +144,11 @@ class Target:
 def _target(db: Path | None, url: str | None, patience: float | None) -> Target:
     if db is not None and url is not None:
         raise UsageError("give --db or --url, not both")
+    if url is not None and "://" not in url:  # the library takes a path there; --url does not
+        raise UsageError(
+            "--url takes a URL with its scheme (postgresql://USER@HOST/DB, "
+            "sqlite:////PATH); for a file give --db PATH"
+        )
     try:
         resolved = sqlite_url(db) if db is not None else resolve_url(url)
     except ArgumentError as error:
