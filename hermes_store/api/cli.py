@@ -395,14 +395,17 @@ def stats(
             "sessions": sdb.session_count(),
             "messages": sdb.message_count(),
             "by_model": sdb.token_usage_by_model(),
-            "top_sessions": sdb.top_sessions_by_tokens(top),
+            # A session that used no tokens is not among the top ones, however few used any.
+            "top_sessions": [
+                row for row in sdb.top_sessions_by_tokens(top) if row.get("total_tokens")
+            ],
         }
     if as_json:
         write_json(result)
         return
     say(f"{result['sessions']:,} session(s), {result['messages']:,} message(s)")
     show(render.usage_table(result["by_model"]))
-    show(render.top_sessions_table(result["top_sessions"]))
+    show(render.top_sessions_table(result["top_sessions"], console().width))
 
 
 # ----------------------------------------------------------------------
@@ -639,7 +642,7 @@ def prune(
     scope = f" of source {source!r}" if source else ""
     heading = f"{verb} {count} ended session(s){scope} older than {older_than:g} day(s)"
     if rows:
-        show(render.prunable_table(rows, heading))
+        show(render.prunable_table(rows, heading, console().width))
     else:
         say(heading)
 
