@@ -840,9 +840,15 @@ def _print_damage(damage: Any) -> None:
 
 
 def demo(*, db: Path | None, url: str | None, patience: float | None) -> int:
-    """Write a demo session with a tool call and a continuation, then search it."""
-    from hermes_store.api.demo import run
+    """Write a demo session with a tool call and a continuation, then search it.
 
+    Into ./hermes-demo/state.db unless --db or --url says otherwise (never the
+    agent's store by default), and never into a store holding other sessions.
+    """
+    from hermes_store.api.demo import DEMO_STORE, run
+
+    if db is None and url is None:
+        db = DEMO_STORE
     with _session_db(_target(db, url, patience), create=True) as sdb:
         return run(sdb)
 
