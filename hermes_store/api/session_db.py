@@ -408,9 +408,9 @@ class SessionDB:
         with self._store.read() as uow:
             hits = uow.search.search(
                 query,
-                sources=source_filter,
-                excluded_sources=exclude_sources,
-                roles=role_filter,
+                source_filter=source_filter,
+                exclude_sources=exclude_sources,
+                role_filter=role_filter,
                 limit=limit,
                 offset=offset,
             )

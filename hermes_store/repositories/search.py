@@ -306,9 +306,9 @@ class SearchRepository:
         index: str | None = FTS_INDEX,
         like_sql: str | None = None,
         like_params: dict[str, str] | None = None,
-        sources: Sequence[str] | None = None,
-        excluded_sources: Sequence[str] | None = None,
-        roles: Sequence[str] | None = None,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
         grams: Sequence[str] | None = None,
@@ -333,7 +333,7 @@ class SearchRepository:
         first instead of in bm25 windows. ``besides_words`` (SQLite, an FTS5
         ``index``) is a :meth:`word_query` whose word-index matches are left out.
         """
-        filtered = (bool(sources), bool(excluded_sources), bool(roles))
+        filtered = (bool(source_filter), bool(exclude_sources), bool(role_filter))
         anchors = len(grams or ())
         if not self.postgresql:
             besides = None if besides_words is None or index is None else FTS_INDEX
@@ -357,12 +357,12 @@ class SearchRepository:
         if besides_words is not None:
             params["p_words"] = besides_words
         params.update(like_params or {})
-        if sources:
-            params["p_sources"] = list(sources)
-        if excluded_sources:
-            params["p_excluded"] = list(excluded_sources)
-        if roles:
-            params["p_roles"] = list(roles)
+        if source_filter:
+            params["p_sources"] = list(source_filter)
+        if exclude_sources:
+            params["p_excluded"] = list(exclude_sources)
+        if role_filter:
+            params["p_roles"] = list(role_filter)
         params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
         if not (self.postgresql or index is None or ranked):
             params.update(p_low=_ROWID_LOW, p_high=_ROWID_HIGH)
@@ -421,9 +421,9 @@ class SearchRepository:
         self,
         query: str,
         *,
-        sources: Sequence[str] | None = None,
-        excluded_sources: Sequence[str] | None = None,
-        roles: Sequence[str] | None = None,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
     ) -> list[SearchHit]:
@@ -433,21 +433,23 @@ class SearchRepository:
         ``-term``, ``prefix*``), sanitized first; a query the sanitizer cannot
         rescue, or one the engine still rejects, finds nothing rather than
         raising -- search input comes straight from people -- while a
-        database that fails raises, as anywhere else. ``sources=[]`` allows
-        no source and finds nothing, as the old class's ``IN ()``; empty
-        ``excluded_sources`` and ``roles`` filter nothing.
+        database that fails raises, as anywhere else. The filters keep the old
+        class's names (``SessionDB.search_messages`` passes them through):
+        ``source_filter=[]`` allows no source and finds nothing, as the old
+        class's ``IN ()``; empty ``exclude_sources`` and ``role_filter`` filter
+        nothing.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
         filters = {
-            "sources": names_arg("source_filter", sources),
-            "excluded_sources": names_arg("exclude_sources", excluded_sources),
-            "roles": names_arg("role_filter", roles),
+            "source_filter": names_arg("source_filter", source_filter),
+            "exclude_sources": names_arg("exclude_sources", exclude_sources),
+            "role_filter": names_arg("role_filter", role_filter),
             "limit": int_arg("limit", limit, minimum=0),
             "offset": int_arg("offset", offset, minimum=0),
         }
         items = query_items(query)
-        if not items or filters["limit"] == 0 or filters["sources"] == []:
+        if not items or filters["limit"] == 0 or filters["source_filter"] == []:
             return []
         try:
             matches = self._ranked(query, items, filters)
@@ -537,7 +539,7 @@ class SearchRepository:
         # The agent's v23+ trigram table leaves tool rows out; a search of tool
         # rows alone scans instead, as the agent's own code does.
         trigram = self.has_trigram and not (
-            self.trigram_skips_tool_rows and "tool" in (filters["roles"] or ())
+            self.trigram_skips_tool_rows and "tool" in (filters["role_filter"] or ())
         )
         substring = (
             substring_query(items, trigram=False, like="ILIKE")
