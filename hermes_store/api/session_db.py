@@ -33,6 +33,13 @@ SECONDS_PER_DAY = 86400.0
 JSON_MESSAGE_FIELDS = JSON_FIELDS
 
 
+def _in_order(row: dict[str, Any], order: Sequence[str]) -> dict[str, Any]:
+    """``row`` with its keys in the table's column ``order`` (the old class's ``SELECT *``
+    export), any key the table lacks after them."""
+    ordered = {name: row[name] for name in order if name in row}
+    return ordered | row if len(ordered) < len(row) else ordered
+
+
 def _append_checked(uow: UnitOfWork, messages: Sequence[CheckedMessage]) -> list[int]:
     """What the appends of one shared transaction run as: one statement for all of them."""
     return uow.messages.append_checked(messages)
@@ -510,7 +517,8 @@ class SessionDB:
             if session is None:
                 return None
             messages = uow.messages.for_session_as_dicts(session_id)
-        return {**session.as_dict(), "messages": messages}
+            order = uow.sessions.column_order()
+        return {**_in_order(session.as_dict(), order), "messages": messages}
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (optionally of one source) with its messages, from one snapshot."""
@@ -523,10 +531,11 @@ class SessionDB:
 
     def _export_rows(self, source: str | None) -> Iterator[dict[str, Any]]:
         with self._store.read() as uow:
+            order = uow.sessions.column_order()
             for session in uow.sessions.all(source):
                 # dicts straight from the rows: see MessageRepository.for_session_as_dicts
                 messages = uow.messages.for_session_as_dicts(session.id)
-                yield {**session.as_dict(), "messages": messages}
+                yield {**_in_order(session.as_dict(), order), "messages": messages}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted.
