@@ -89,6 +89,6 @@ def test_a_server_that_refuses_the_connection_is_named_not_called_lost(tmp_path:
 def test_a_url_without_a_scheme_is_refused_not_taken_as_a_path(tmp_path: Path) -> None:
     for command in (("upgrade",), ("sessions",), ("demo",)):
         done = _run(tmp_path, *command, "--url", "notaurl", cwd=tmp_path)
-        assert done.returncode == 2 and "--url takes a URL" in done.stderr, done.stderr
+        assert done.returncode == 2 and "argument --url: takes a URL" in done.stderr, done.stderr
         assert "--db PATH" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing is created"

@@ -41,6 +41,7 @@ from hermes_store.api.cli_args import (
     non_negative_float,
     non_negative_int,
     positive_int,
+    store_url,
 )
 from hermes_store.api.cli_output import console, fail, say, show, warn, write_json
 from hermes_store.api.cli_table import search_table, sessions_table
@@ -110,7 +111,9 @@ DB = arg(
     help="SQLite file of the store [default: $HERMES_STORE_URL, else "
     "$HERMES_HOME/state.db, else ~/.hermes/state.db]",
 )
-URL_ = arg("--url", metavar="URL", help="SQLAlchemy URL of the store, instead of --db.")
+URL_ = arg(
+    "--url", type=store_url, metavar="URL", help="SQLAlchemy URL of the store, instead of --db."
+)
 PATIENCE = arg(
     "--patience",
     type=non_negative_float,
@@ -144,11 +147,6 @@ class Target:
 def _target(db: Path | None, url: str | None, patience: float | None) -> Target:
     if db is not None and url is not None:
         raise UsageError("give --db or --url, not both")
-    if url is not None and "://" not in url:  # the library takes a path there; --url does not
-        raise UsageError(
-            "--url takes a URL with its scheme (postgresql://USER@HOST/DB, "
-            "sqlite:////PATH); for a file give --db PATH"
-        )
     try:
         resolved = sqlite_url(db) if db is not None else resolve_url(url)
     except ArgumentError as error:
