@@ -198,7 +198,7 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
     target = _target(db, url, patience)
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
-    if existed and _at_head(target):
+    if existed and not _writable(target) and _at_head(target):
         return
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
@@ -217,6 +217,17 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     else:
         was = f"schema version {before[0]}, revision {before[1] or 'none'}"
         say(f"upgraded {target.describe()}: {was} -> {now}")
+
+
+def _writable(target: Target) -> bool:
+    """Whether this user may write the store's file and folder (a server: assumed so).
+
+    A writable upgrade of a current file still does what every writable open
+    does (tighten a loose file to 0600); only a file this user may not write
+    is looked at read-only instead.
+    """
+    path = target.path
+    return path is None or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def _at_head(target: Target) -> bool:
