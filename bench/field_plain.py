@@ -68,14 +68,16 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _filters(sources: Sequence[str] | None, roles: Sequence[str] | None) -> tuple[str, list[str]]:
+def _filters(
+    source_filter: Sequence[str] | None, role_filter: Sequence[str] | None
+) -> tuple[str, list[str]]:
     sql, params = "", []
-    if sources is not None:
-        sql += f" AND s.source IN ({','.join('?' * len(sources))})"
-        params += list(sources)
-    if roles:
-        sql += f" AND m.role IN ({','.join('?' * len(roles))})"
-        params += list(roles)
+    if source_filter is not None:
+        sql += f" AND s.source IN ({','.join('?' * len(source_filter))})"
+        params += list(source_filter)
+    if role_filter:
+        sql += f" AND m.role IN ({','.join('?' * len(role_filter))})"
+        params += list(role_filter)
     return sql, params
 
 

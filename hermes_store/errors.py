@@ -111,17 +111,21 @@ class StoreCorruptError(StoreError):
 
     def __init__(self, database: str, detail: str, *, sqlite: bool = True) -> None:
         if sqlite:
-            advice = (
+            way_out = (
                 "stop the agents using it, keep the file, and either restore your latest "
                 "backup ('hermes-store backup' makes them) or salvage what can be read: "
-                f"'hermes-store recover --from {database} --to NEW.db' "
-                "('hermes-store check' shows what is damaged)"
+                f"'hermes-store recover --from {database} --to NEW.db'"
             )
+            advice = f"{way_out} ('hermes-store check' shows what is damaged)"
         else:
-            advice = "restore it from your last pg_dump, or repair it with the server's tools"
+            way_out = advice = (
+                "restore it from your last pg_dump, or repair it with the server's tools"
+            )
         super().__init__(f"{database} is damaged ({detail}); nothing was done: {advice}")
         self.database = database
         self.detail = detail
+        self.way_out = way_out
+        """What to do next, without pointing at ``check`` (which is what names it there)."""
 
 
 class StoreReplacedError(StoreError):

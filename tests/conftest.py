@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -60,6 +61,34 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "sqlite_only(reason): the test is about SQLite itself and runs on the SQLite backend only",
     )
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why a test was skipped, without pytest's "Skipped: " prefix."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def skip_summary(reports: list[pytest.TestReport], width: int = 60) -> str:
+    """One line: how many tests skipped for each reason, most frequent first."""
+    counts = Counter(skip_reason(report) for report in reports)
+    parts = []
+    for reason, count in counts.most_common():
+        short = reason if len(reason) <= width else reason[: width - 1] + "…"
+        parts.append(f"{count} × {short}")
+    return f"skipped {len(reports)}: " + "; ".join(parts)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Skips as one line of counts per reason (``-rfE`` lists failures and errors by name).
+
+    ``-ra`` printed a line per skipped test -- 265 of them without a PostgreSQL
+    server, above the summary, hiding the failures among them.
+    """
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.skipped]
+    if skipped:
+        terminalreporter.write_line(skip_summary(skipped))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

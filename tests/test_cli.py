@@ -338,6 +338,48 @@ def test_stats_reports_tokens_by_model_and_top_sessions(cli: Run, store: Path) -
     assert "tokens and cost by model" in text and "$0.2500" in text and "1,500" in text
 
 
+LONG_IDS = (
+    "20260105_142233_a1b2c3d4e5f6",  # the agent's own: started-at stamp and a random tail
+    "0e2b9c2e-5d6f-4c7a-9a43-1f2d3e4c5b6a",  # a UUID
+    "demo-1796405092609-8007-delegate-2",  # the demo's, with a continuation's suffix
+)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_tables_never_wrap_a_session_id_and_top_sessions_used_tokens(
+    cli: Run, db_path: Path, width: int
+) -> None:
+    """An id is what people copy out of a table: it stays whole on one line, at any width."""
+    with SessionDB(db_path, clock=Clock(OLD)) as db:
+        for n, session_id in enumerate(LONG_IDS):
+            db.create_session(session_id, "cli", model="anthropic/claude-sonnet-4.6")
+            db.set_session_title(session_id, f"a long title about the docker build, part {n}")
+            db.append_message(session_id, "user", "my docker build fails with no space left " * 3)
+            db.update_token_counts(session_id, 1000 * (n + 1), 10, estimated_cost_usd=0.5)
+            db.end_session(session_id, "user_exit")
+        db.create_session("idle-session-that-used-no-tokens", "cli")
+        db.append_message("idle-session-that-used-no-tokens", "user", "docker?")
+    store = str(db_path)
+    columns = {"COLUMNS": str(width)}
+    outputs = {
+        "sessions": ok(cli("sessions", "--db", store, env=columns)).stdout,
+        "search": ok(cli("search", "docker", "--db", store, env=columns)).stdout,
+        "stats": ok(cli("stats", "--db", store, env=columns)).stdout,
+        "prune": ok(
+            cli("prune", "--older-than", "1", "--dry-run", "--db", store, env=columns)
+        ).stdout,
+    }
+    for command, text in outputs.items():
+        assert max(len(line) for line in text.splitlines()) <= width, (command, text)
+        cells = {cell.strip() for line in text.splitlines() for cell in line.split("│")}
+        for session_id in LONG_IDS:
+            assert session_id in cells, f"{command} at {width} columns cut {session_id}:\n{text}"
+    top = outputs["stats"].split("by tokens", 1)[1]
+    assert "idle-session" not in top and "top 3 session(s)" in outputs["stats"]
+    report = as_json(cli("stats", "--db", store, "--json"))
+    assert [row["id"] for row in report["top_sessions"]] == list(reversed(LONG_IDS))
+
+
 # ----------------------------------------------------------------------
 # export / import
 # ----------------------------------------------------------------------

@@ -335,3 +335,23 @@ def test_the_command_line_says_it_in_one_line(pristine: Path, tmp_path: Path) ->
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert str(path) in lines[0] and "hermes-store recover" in lines[0]
+
+
+@pytest.mark.parametrize("damage", ["header", "pages"])
+def test_check_on_a_damaged_file_names_the_next_step_not_itself(
+    pristine: Path, tmp_path: Path, damage: str
+) -> None:
+    path = tmp_path / "state.db"
+    if damage == "header":  # too damaged to open at all
+        path.write_bytes(pristine.read_bytes())
+        with path.open("r+b") as handle:
+            handle.seek(16)
+            handle.write(os.urandom(84))
+    else:
+        damaged_copy(pristine, path, ("messages",))
+    for args in (("check",), ("check", "--json"), ("check", "--repair")):
+        done = cli(tmp_path, *args, "--db", str(path))
+        said = done.stdout + done.stderr
+        assert done.returncode == 1 and "Traceback" not in said, said
+        assert f"hermes-store recover --from {path}" in said, said
+        assert "hermes-store check'" not in said and "'hermes-store check " not in said, said

@@ -722,3 +722,47 @@ def test_the_listing_of_an_old_file_read_without_migrating(tmp_path: Path, versi
         every = db.list_sessions_rich(include_children=True)
         assert len(every) == 4 and all("_lineage_root_id" not in row for row in every)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in files} == files
+
+
+# ----------------------------------------------------------------------
+# exports: a session's keys in its table's column order, as SELECT * gave them
+# ----------------------------------------------------------------------
+def _select_star_order(db: SessionDB) -> list[str]:
+    with db.store.read() as uow:
+        return list(uow.connection.exec_driver_sql("SELECT * FROM sessions").keys())
+
+
+def test_an_exported_session_has_its_tables_column_order_then_messages(db: SessionDB) -> None:
+    db.create_session("s", "cli", model="m")
+    db.append_message("s", "user", "hello")
+    order = [*_select_star_order(db), "messages"]
+    assert list(db.export_all()[0]) == order
+    assert list(db.export_session("s") or {}) == order
+    assert order.index("title") < order.index("cache_read_tokens"), "title is not appended last"
+
+
+@pytest.mark.sqlite_only("files the old sqlite3 code made and migrated")
+@pytest.mark.parametrize("created_at", [1, 6])
+def test_an_old_files_export_matches_the_old_class_key_for_key(
+    tmp_path: Path, created_at: int
+) -> None:
+    """Columns the old code added with ALTER TABLE sit where that put them; diffs stay empty."""
+    path = build_legacy_db(tmp_path / "state.db", 6, created_at=created_at)
+    with closing(sqlite3.connect(path)) as raw:
+        raw.row_factory = sqlite3.Row
+        old = [
+            {
+                **dict(session),
+                "messages": [
+                    dict(m)
+                    for m in raw.execute(
+                        "SELECT * FROM messages WHERE session_id = ? ORDER BY timestamp, id",
+                        (session["id"],),
+                    )
+                ],
+            }
+            for session in raw.execute("SELECT * FROM sessions ORDER BY started_at DESC")
+        ]
+    with SessionDB(path) as db:
+        exported = db.export_all()
+    assert [list(session) for session in exported] == [list(session) for session in old]

@@ -26,10 +26,12 @@ from hermes_store import (
     SchemaError,
     SessionDB,
     Store,
+    StoreAccessError,
     StoreNotFoundError,
 )
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from tests.legacy_schema import LEGACY_VERSIONS, SEARCH_WORDS, build_legacy_db
+from tests.unprivileged import as_other_user, other_user, shared_folder
 
 pytestmark = pytest.mark.sqlite_only("read-only opens of SQLite files")
 
@@ -194,3 +196,63 @@ def test_a_folder_this_process_cannot_write_while_the_agent_writes(tmp_path: Pat
 def _read_here(path: Path) -> list[Any]:
     with SessionDB(path, read_only=True) as db:
         return [db.message_count(), sorted(h["id"] for h in db.search_messages("docker"))]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli_as_other_user(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``hermes-store ARGS`` in a process of the other user (``nobody`` under root)."""
+    command = [sys.executable, "-m", "hermes_store.api.cli", *args]
+    if os.geteuid() == 0:
+        uid, gid = other_user()
+        command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *command]
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "HERMES_HOME": str(home)}
+    environment.update(NO_COLOR="1", COLUMNS="200")
+    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and util-linux setpriv to run as a user the file is not writable for",
+)
+def test_printing_a_title_and_upgrading_a_current_file_need_no_write_access() -> None:
+    with shared_folder() as folder:
+        path = _store_file(folder / "state.db")
+        with SessionDB(path) as db:
+            db.set_session_title("s1", "docker notes")
+        path.chmod(0o644)  # root's file: the other user may read it, not write it
+        before = _digest(path)
+
+        printed = _cli_as_other_user(folder, "title", "s1", "--db", str(path))
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout.strip() == "docker notes"
+        upgraded = _cli_as_other_user(folder, "upgrade", "--db", str(path))
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert "already at head" in upgraded.stdout
+        # Setting one writes: refused by name, in one line.
+        refused = _cli_as_other_user(folder, "title", "s1", "new", "--db", str(path))
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert str(path) in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+        assert _digest(path) == before
+        assert sorted(p.name for p in folder.iterdir()) == ["state.db"]
+
+
+def test_a_writable_open_refused_for_this_user_suggests_the_read_only_one() -> None:
+    with shared_folder() as folder:
+        path = _store_file(folder / "state.db")
+        path.chmod(0o644)
+        if os.geteuid() != 0:
+            path.chmod(0o444)
+
+        def writable() -> None:
+            SessionDB(path).close()
+
+        def read_only() -> int:
+            with SessionDB(path, read_only=True) as db:
+                return db.message_count()
+
+        kind, message = as_other_user(writable)
+        assert kind == StoreAccessError.__name__, message
+        assert "SessionDB(path, read_only=True)" in message
+        assert as_other_user(read_only) == ("ok", 1)

@@ -735,3 +735,61 @@ def test_a_huge_message_is_stored_and_found_by_its_words(db: SessionDB) -> None:
     assert hit["id"] == message_id
     assert hit["snippet"].startswith(">>>aardvark<<<") and hit["snippet"].endswith("...")
     assert len(hit["context"][0]["content"]) == 200
+
+
+# ----------------------------------------------------------------------
+# an empty list of allowed sources, at every layer; each search's own rank edge
+# ----------------------------------------------------------------------
+@pytest.mark.parametrize("query", ["findable", "部署", "able"])  # words, CJK, a substring
+def test_an_empty_source_filter_allows_no_source_at_every_layer(db: SessionDB, query: str) -> None:
+    """The old class built ``s.source IN ()`` from ``[]``: no session passes. ``None`` is
+    no filter, as an empty ``exclude_sources`` or ``role_filter`` is."""
+    import asyncio
+
+    from hermes_store.aio import AsyncSessionDB
+
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "findable words 部署服务")
+    assert len(db.search_messages(query)) == 1, "the query finds the message unfiltered"
+    assert len(db.search_messages(query, source_filter=["cli"])) == 1
+    assert db.search_messages(query, source_filter=[]) == []
+    assert db.search_messages(query, source_filter=[], role_filter=["user"]) == []
+    assert len(db.search_messages(query, exclude_sources=[], role_filter=[])) == 1
+    with db.store.read() as uow:
+        assert uow.search.search(query, source_filter=[]) == []
+        assert len(uow.search.search(query, source_filter=None)) == 1
+
+    async def through_asyncio() -> list[Any]:
+        aio = AsyncSessionDB(db=db)
+        try:
+            return await aio.search_messages(query, source_filter=[])
+        finally:
+            await aio.close()
+
+    assert asyncio.run(through_asyncio()) == []
+
+
+@pytest.mark.sqlite_only("the word index's rank windows and the trigram route")
+def test_each_search_in_one_unit_decides_the_common_word_rule_for_itself(
+    db_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """K or more word matches: no substring matches follow them; fewer: they do.
+
+    The answer comes back with the search's own ranking (the first window's
+    edge), so a search run after another one in the same unit cannot take the
+    earlier one's answer (there is no edge kept on the repository to reset).
+    """
+    from hermes_store import Store
+    from hermes_store.repositories import search
+
+    monkeypatch.setattr(search, "RANK_WINDOW", 3)
+    with SessionDB(db_path) as db:
+        db.create_session("s", "cli")
+        for n in range(5):
+            db.append_message("s", "user", f"common word {n}")
+        db.append_message("s", "user", "部署common了")  # glued into CJK: a substring only
+        db.append_message("s", "user", "rare once")
+        db.append_message("s", "user", "部署rare了")
+    with Store(db_path) as store, store.read() as uow:
+        counts = [len(uow.search.search(q)) for q in ("common", "rare", "common", "rare")]
+    assert counts == [5, 2, 5, 2]

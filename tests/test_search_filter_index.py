@@ -150,7 +150,7 @@ def test_substring_matches_follow_a_query_with_fewer_than_k_word_matches(
     )
     assert glued
     ids, _sent = _traced_search(
-        corpus, '"build failed"', sources=["telegram"], roles=["user"], limit=500
+        corpus, '"build failed"', source_filter=["telegram"], role_filter=["user"], limit=500
     )
     assert ids[len(ids) - len(glued) :] == glued
 
@@ -163,7 +163,7 @@ def test_a_query_with_k_word_matches_or_more_gets_no_substring_matches(
         corpus, "SELECT rowid FROM messages_fts WHERE messages_fts MATCH '\"build failed\"'"
     )
     monkeypatch.setattr(search, "RANK_WINDOW", len(words))
-    filters: dict[str, Any] = {"sources": ["telegram"], "roles": ["user"]}
+    filters: dict[str, Any] = {"source_filter": ["telegram"], "role_filter": ["user"]}
     passed = first_column(
         corpus,
         "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id "

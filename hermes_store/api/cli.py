@@ -41,13 +41,19 @@ from hermes_store.api.cli_args import (
     non_negative_float,
     non_negative_int,
     positive_int,
+    store_url,
 )
 from hermes_store.api.cli_output import console, fail, say, show, warn, write_json
 from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.errors import SessionNotFoundError, StoreError
+from hermes_store.errors import (
+    SchemaError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreError,
+)
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -105,7 +111,9 @@ DB = arg(
     help="SQLite file of the store [default: $HERMES_STORE_URL, else "
     "$HERMES_HOME/state.db, else ~/.hermes/state.db]",
 )
-URL_ = arg("--url", metavar="URL", help="SQLAlchemy URL of the store, instead of --db.")
+URL_ = arg(
+    "--url", type=store_url, metavar="URL", help="SQLAlchemy URL of the store, instead of --db."
+)
 PATIENCE = arg(
     "--patience",
     type=non_negative_float,
@@ -190,6 +198,8 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     """Bring the store to the head schema: create it, or adopt and upgrade an old state.db."""
     target = _target(db, url, patience)
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
+    if existed and not _writable(target) and _at_head(target):
+        return
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
         store.upgrade_to_head()
@@ -207,6 +217,36 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     else:
         was = f"schema version {before[0]}, revision {before[1] or 'none'}"
         say(f"upgraded {target.describe()}: {was} -> {now}")
+
+
+def _writable(target: Target) -> bool:
+    """Whether this user may write the store's file and folder (a server: assumed so).
+
+    A writable upgrade of a current file still does what every writable open
+    does (tighten a loose file to 0600); only a file this user may not write
+    is looked at read-only instead.
+    """
+    path = target.path
+    return path is None or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _at_head(target: Target) -> bool:
+    """Say so and answer True when the store needs nothing: looked at read-only.
+
+    Upgrading a current file writes nothing, so it must work where this user
+    may only read the file; a writable open would want to write (tighten it,
+    take the lock) before finding there is nothing to do.
+    """
+    try:
+        with _open(target, read_only=True) as store:
+            version, revision = _state(store)
+            ours = store.ladder is not Ladder.AGENT  # the agent's may need a column mended
+    except SchemaError:  # no store in it yet: the writable open says what it is
+        return False
+    if not ours or revision != HEAD_REVISION:
+        return False
+    say(f"{target.describe()}: already at head (schema version {version}, revision {revision})")
+    return True
 
 
 def current(*, db: Path | None, url: str | None, patience: float | None, as_json: bool) -> None:
@@ -364,14 +404,17 @@ def stats(
             "sessions": sdb.session_count(),
             "messages": sdb.message_count(),
             "by_model": sdb.token_usage_by_model(),
-            "top_sessions": sdb.top_sessions_by_tokens(top),
+            # A session that used no tokens is not among the top ones, however few used any.
+            "top_sessions": [
+                row for row in sdb.top_sessions_by_tokens(top) if row.get("total_tokens")
+            ],
         }
     if as_json:
         write_json(result)
         return
     say(f"{result['sessions']:,} session(s), {result['messages']:,} message(s)")
     show(render.usage_table(result["by_model"]))
-    show(render.top_sessions_table(result["top_sessions"]))
+    show(render.top_sessions_table(result["top_sessions"], console().width))
 
 
 # ----------------------------------------------------------------------
@@ -608,7 +651,7 @@ def prune(
     scope = f" of source {source!r}" if source else ""
     heading = f"{verb} {count} ended session(s){scope} older than {older_than:g} day(s)"
     if rows:
-        show(render.prunable_table(rows, heading))
+        show(render.prunable_table(rows, heading, console().width))
     else:
         say(heading)
 
@@ -630,7 +673,9 @@ def title(
     patience: float | None,
 ) -> None:
     """Print or set a session's title (unique among sessions, at most 100 characters)."""
-    with _session_db(_target(db, url, patience)) as sdb:
+    # Printing only reads: a file this user may only read is opened read-only.
+    target = _target(db, url, patience)
+    with _session_db(target, read_only=new_title is None) as sdb:
         if new_title is not None and not sdb.set_session_title(session_id, new_title):
             raise SessionNotFoundError(session_id)  # set_session_title says so with False
         session = sdb.get_session(session_id)
@@ -659,8 +704,11 @@ def check(
     from hermes_store.tools.check import check as run_check
 
     # Looking only reads (the file is neither migrated nor tightened); --repair writes.
-    with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
-        report = run_check(store, repair=repair)
+    try:
+        with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
+            report = run_check(store, repair=repair)
+    except StoreCorruptError as error:  # too damaged to open: no survey, only the way out
+        return _unopenable(error, as_json)
     if as_json:
         write_json({**asdict(report), "ok": report.ok})
         return None if report.ok else 1
@@ -770,6 +818,20 @@ def recover_(*, source: Path, destination: Path, as_json: bool) -> None:
     show(render.recovery_summary(report), soft_wrap=True)
 
 
+def _unopenable(error: StoreCorruptError, as_json: bool) -> int:
+    """``check``'s answer for a file too damaged to open: the damage and the next step.
+
+    The error's own message ends by pointing at ``check``, the command that
+    is running; here the way out is said without it.
+    """
+    if as_json:
+        write_json({"ok": False, "integrity": [error.detail], "next_step": error.way_out})
+        return 1
+    show(render.status_line("integrity", error.detail))
+    say((f"damaged, cannot be opened: {error.way_out}", "bold red"))
+    return 1
+
+
 def _print_damage(damage: Any) -> None:
     """The survey of a damaged file: its damaged trees, what reads, what to do."""
     show(render.damage_table(damage.trees))
@@ -787,9 +849,15 @@ def _print_damage(damage: Any) -> None:
 
 
 def demo(*, db: Path | None, url: str | None, patience: float | None) -> int:
-    """Write a demo session with a tool call and a continuation, then search it."""
-    from hermes_store.api.demo import run
+    """Write a demo session with a tool call and a continuation, then search it.
 
+    Into ./hermes-demo/state.db unless --db or --url says otherwise (never the
+    agent's store by default), and never into a store holding other sessions.
+    """
+    from hermes_store.api.demo import DEMO_STORE, run
+
+    if db is None and url is None:
+        db = DEMO_STORE
     with _session_db(_target(db, url, patience), create=True) as sdb:
         return run(sdb)
 

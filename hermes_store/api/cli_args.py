@@ -58,6 +58,17 @@ def file_path(text: str) -> Path:
     return path
 
 
+def store_url(text: str) -> str:
+    """``--url``'s value: a URL with its scheme. The library reads a bare word as a file
+    path; taken so here, a typo (``--url notaurl``) would create a store by that name."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(
+            "takes a URL with its scheme (postgresql://USER@HOST/DB, sqlite:////PATH); "
+            "for a file give --db PATH"
+        )
+    return text
+
+
 def directory_path(text: str) -> Path:
     """A path that may not exist yet, but is not a file."""
     path = Path(text)

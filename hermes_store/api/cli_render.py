@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.table import Table
@@ -176,50 +177,79 @@ def usage_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
-def top_sessions_table(rows: Sequence[Mapping[str, Any]]) -> Table:
+def _whole(table: Table, header: str, cells: Sequence[str], **options: Any) -> None:
+    """A column never wrapped nor cut: ids (people copy them), numbers, dates."""
+    widest = max([len(header), *(cell_len(cell) for cell in cells)])
+    table.add_column(header, no_wrap=True, min_width=widest, **options)
+
+
+def _fitted(table: Table, width: int, leaving: Sequence[str]) -> Table:
+    """``table`` without the columns of ``leaving`` (in order) its whole columns do not
+    leave room for: a narrow terminal shows fewer columns rather than a cut id."""
+    wrapping_least = 8
+
+    def least() -> int:
+        columns = table.columns
+        inner = sum(c.min_width or 0 if c.no_wrap else wrapping_least for c in columns)
+        return inner + 3 * len(columns) + 1
+
+    for header in leaving:
+        if least() <= width:
+            break
+        table.columns[:] = [c for c in table.columns if c.header != header]
+    return table
+
+
+def top_sessions_table(rows: Sequence[Mapping[str, Any]], width: int) -> Table:
     table = Table(title=f"top {len(rows)} session(s) by tokens", title_justify="left")
-    table.add_column("id", overflow="fold", style="bold")
+    tokens = [number(row.get("total_tokens")) for row in rows]
+    costs = [cost(row.get("estimated_cost_usd")) for row in rows]
+    _whole(table, "id", [str(row["id"]) for row in rows], style="bold")
     table.add_column("title", overflow="fold")
     table.add_column("model", overflow="fold")
-    table.add_column("tokens", justify="right")
-    table.add_column("est. cost", justify="right")
-    for row in rows:
+    _whole(table, "tokens", tokens, justify="right")
+    _whole(table, "est. cost", costs, justify="right")
+    for row, used, spent in zip(rows, tokens, costs, strict=True):
         table.add_row(
             Text(str(row["id"])),
             Text(row.get("title") or ""),
             Text(row.get("model") or ""),
-            number(row.get("total_tokens")),
-            cost(row.get("estimated_cost_usd")),
+            used,
+            spent,
         )
-    return table
+    return _fitted(table, width, ("model", "est. cost", "title"))
 
 
 # ----------------------------------------------------------------------
 # prune and check
 # ----------------------------------------------------------------------
-def prunable_table(rows: Iterable[Mapping[str, Any]], title: str) -> Table:
+def prunable_table(rows: Iterable[Mapping[str, Any]], title: str, width: int) -> Table:
+    rows = list(rows)
     table = Table(title=title, title_justify="left")
-    table.add_column("id", overflow="fold", style="bold")
+    started = [when(row.get("started_at")) for row in rows]
+    ended = [when(row.get("ended_at")) for row in rows]
+    counts = [number(row.get("message_count")) for row in rows]
+    _whole(table, "id", [str(row["id"]) for row in rows], style="bold")
     table.add_column("title", overflow="fold")
     table.add_column("source")
-    table.add_column("started", no_wrap=True)
-    table.add_column("ended", no_wrap=True)
-    table.add_column("messages", justify="right")
-    for row in rows:
+    _whole(table, "started", started)
+    _whole(table, "ended", ended)
+    _whole(table, "messages", counts, justify="right")
+    for row, began, stopped, count in zip(rows, started, ended, counts, strict=True):
         table.add_row(
             Text(str(row["id"])),
             Text(row.get("title") or ""),
             Text(row.get("source") or ""),
-            when(row.get("started_at")),
-            when(row.get("ended_at")),
-            number(row.get("message_count")),
+            began,
+            stopped,
+            count,
         )
-    return table
+    return _fitted(table, width, ("source", "started", "title"))
 
 
 def miscounted_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="miscounted sessions", title_justify="left")
-    table.add_column("id", overflow="fold", style="bold")
+    _whole(table, "id", [str(row["id"]) for row in rows], style="bold")
     table.add_column("messages (stored → real)", justify="right")
     table.add_column("tool calls (stored → real)", justify="right")
     for row in rows:

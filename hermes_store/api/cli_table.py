@@ -7,7 +7,9 @@ rich's default box (heavy head), fitted to the terminal's width (160 columns
 into a pipe), its cells word-wrapped, a word longer than its column folded,
 CJK characters counted two columns wide. Cells are lists of ``(text,
 style)`` spans, painted by :func:`.cli_output.paint` only on a colored
-stream, so user data is never read as markup.
+stream, so user data is never read as markup. A session id is never wrapped or
+cut (people copy it): a terminal too narrow for every column loses the least
+needed ones instead.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ MATCH_CLOSE = "<<<"
 MATCH_STYLE = "bold black on_yellow"
 ROLE_STYLES = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
 NONE = "—"
+FLEXIBLE_LEAST = 24
+"""Columns a preview or snippet keeps before other columns leave the table for it."""
 
 
 # ----------------------------------------------------------------------
@@ -93,6 +97,10 @@ class Column:
     """False: the column keeps its width (a date); True: its cells wrap at words."""
     flexible: bool = False
     """The column that gives way first when the table is too wide (a preview, a snippet)."""
+    drop: int = 0
+    """When even the narrowest layout is too wide, columns leave highest ``drop`` first
+    (0: never). A session id is never wrapped -- it is what people copy -- so a narrow
+    terminal shows fewer columns instead."""
 
 
 Line = list[tuple[str, str | None]]
@@ -143,6 +151,15 @@ def _runs(chars: list[tuple[str, str | None]]) -> Line:
     return runs
 
 
+def _kept(columns: Sequence[Column], least: list[int], room: int) -> list[int]:
+    """Indexes of the columns shown: those whose narrowest layout fits ``room``."""
+    kept = list(range(len(columns)))
+    leaving = sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop)
+    while sum(least[i] for i in kept) + 3 * len(kept) + 1 > room and leaving:
+        kept.remove(leaving.pop(0))
+    return kept
+
+
 def _fit(columns: Sequence[Column], natural: list[int], least: list[int], room: int) -> list[int]:
     """Column widths within ``room``: the flexible column gives way first, then the widest."""
     widths = list(natural)
@@ -172,12 +189,19 @@ def render(
         max([_text_width(column.header)] + [sum(_text_width(t) for t, _ in row[i]) for row in rows])
         for i, column in enumerate(columns)
     ]
-    # A wrapping column keeps room for its header (or 8 columns); the others, their text.
+    # A wrapping column keeps room for its header (or 8 columns), the flexible one for a
+    # readable line (FLEXIBLE_LEAST); the others, their text.
     least = [
-        min(max(len(column.header), 8), natural[i]) if column.wrap else natural[i]
+        min(max(len(column.header), FLEXIBLE_LEAST if column.flexible else 8), natural[i])
+        if column.wrap
+        else natural[i]
         for i, column in enumerate(columns)
     ]
-    widths = _fit(columns, natural, least, _room(stream))
+    room = _room(stream)
+    kept = _kept(columns, least, room)
+    columns = [columns[i] for i in kept]
+    rows = [[row[i] for i in kept] for row in rows]
+    widths = _fit(columns, [natural[i] for i in kept], [least[i] for i in kept], room)
 
     def bar(left: str, fill: str, cross: str, right: str) -> str:
         return left + cross.join(fill * (w + 2) for w in widths) + right
@@ -220,11 +244,11 @@ def _plain(text: Any, style: str | None = None) -> Cell:
 
 def sessions_table(rows: Sequence[Mapping[str, Any]], stream: IO[str]) -> str:
     columns = (
-        Column("id"),
-        Column("title"),
-        Column("source"),
-        Column("model"),
-        Column("preview", flexible=True),
+        Column("id", wrap=False),
+        Column("title", drop=1),
+        Column("source", drop=2),
+        Column("model", drop=3),
+        Column("preview", flexible=True, drop=4),
         Column("last active", wrap=False),
         Column("messages", right=True, wrap=False),
     )
@@ -249,10 +273,10 @@ def search_table(
     first, last = offset + 1, offset + len(hits)
     title = f"{len(hits)} hit(s) for {query!r}" + (f", #{first}–#{last}" if offset else "")
     columns = (
-        Column("session"),
-        Column("role"),
-        Column("source"),
-        Column("when", wrap=False),
+        Column("session", wrap=False),
+        Column("role", drop=1),
+        Column("source", drop=3),
+        Column("when", wrap=False, drop=2),
         Column("snippet", flexible=True),
     )
     cells = [

@@ -23,7 +23,7 @@ from hermes_store.domain.arguments import text_arg
 from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
 from hermes_store.domain.query_syntax import sanitize_fts5_query
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
-from hermes_store.errors import InvalidInputError
+from hermes_store.errors import InvalidInputError, StoreAccessError
 from hermes_store.uow.combined import Combinable
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
@@ -31,6 +31,13 @@ from hermes_store.uow.unit import UnitOfWork
 
 SECONDS_PER_DAY = 86400.0
 JSON_MESSAGE_FIELDS = JSON_FIELDS
+
+
+def _in_order(row: dict[str, Any], order: Sequence[str]) -> dict[str, Any]:
+    """``row`` with its keys in the table's column ``order`` (the old class's ``SELECT *``
+    export), any key the table lacks after them."""
+    ordered = {name: row[name] for name in order if name in row}
+    return ordered | row if len(ordered) < len(row) else ordered
 
 
 def _append_checked(uow: UnitOfWork, messages: Sequence[CheckedMessage]) -> list[int]:
@@ -111,14 +118,23 @@ class SessionDB:
                 "policy, durability, read_only and clock are the store's (so is shared_commits): "
                 "pass them to Store(), not with store="
             )
-        self._store = store or Store(
-            db_path,
-            policy=policy,
-            durability=Durability.FULL if durability is None else durability,
-            read_only=False if read_only is None else read_only,
-            clock=time.time if clock is None else clock,
-            shared_commits=bool(shared_commits),
-        )
+        try:
+            self._store = store or Store(
+                db_path,
+                policy=policy,
+                durability=Durability.FULL if durability is None else durability,
+                read_only=False if read_only is None else read_only,
+                clock=time.time if clock is None else clock,
+                shared_commits=bool(shared_commits),
+            )
+        except StoreAccessError as error:
+            if read_only:
+                raise
+            # A writable open needs to write (tighten, migrate, the WAL's files) even
+            # before any call; a caller who only reads has a way in that writes nothing.
+            raise StoreAccessError(
+                f"{error}; to only read it, open it with SessionDB(path, read_only=True)"
+            ) from error
         self._owns_store = store is None
         self.db_path = self._store.path
 
@@ -399,9 +415,9 @@ class SessionDB:
         with self._store.read() as uow:
             hits = uow.search.search(
                 query,
-                sources=source_filter,
-                excluded_sources=exclude_sources,
-                roles=role_filter,
+                source_filter=source_filter,
+                exclude_sources=exclude_sources,
+                role_filter=role_filter,
                 limit=limit,
                 offset=offset,
             )
@@ -501,7 +517,8 @@ class SessionDB:
             if session is None:
                 return None
             messages = uow.messages.for_session_as_dicts(session_id)
-        return {**session.as_dict(), "messages": messages}
+            order = uow.sessions.column_order()
+        return {**_in_order(session.as_dict(), order), "messages": messages}
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (optionally of one source) with its messages, from one snapshot."""
@@ -514,10 +531,11 @@ class SessionDB:
 
     def _export_rows(self, source: str | None) -> Iterator[dict[str, Any]]:
         with self._store.read() as uow:
+            order = uow.sessions.column_order()
             for session in uow.sessions.all(source):
                 # dicts straight from the rows: see MessageRepository.for_session_as_dicts
                 messages = uow.messages.for_session_as_dicts(session.id)
-                yield {**session.as_dict(), "messages": messages}
+                yield {**_in_order(session.as_dict(), order), "messages": messages}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -110,6 +110,14 @@ is linear in the window).
 
 RANK_WINDOWS = 3
 """Windows of K, K, and everything older: a page never waits for more than three."""
+
+
+class FirstEdge(NamedTuple):
+    """What a ranking's first window probed: the rowid of the query's K-th newest match."""
+
+    low: int | None
+    """None: the query has fewer than K matches (it is ranked as a whole)."""
+
 
 _ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
 
@@ -260,15 +268,6 @@ class SearchRepository:
         self.has_bigrams = not self.postgresql and layout.bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
         self._filter_index = SEARCH_FILTER_INDEX if layout.search_filter else None
-        self._first_edge: tuple[TextClause, str, Any] | None = None
-        """The newest-K edge the last ranking probed: (its statement, query, rowid or None).
-
-        :meth:`search` asks the same question right after (:meth:`_common_words`),
-        in the same transaction; it takes the answer instead of a second probe.
-        Cleared before each search's ranking: a ranking that takes no windows
-        (filters routed elsewhere) must not leave an earlier search's answer,
-        which a write in the same unit may have made stale.
-        """
         self.spells_out_prefixes = bool(
             not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
         )
@@ -306,9 +305,9 @@ class SearchRepository:
         index: str | None = FTS_INDEX,
         like_sql: str | None = None,
         like_params: dict[str, str] | None = None,
-        sources: Sequence[str] | None = None,
-        excluded_sources: Sequence[str] | None = None,
-        roles: Sequence[str] | None = None,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
         grams: Sequence[str] | None = None,
@@ -333,7 +332,43 @@ class SearchRepository:
         first instead of in bm25 windows. ``besides_words`` (SQLite, an FTS5
         ``index``) is a :meth:`word_query` whose word-index matches are left out.
         """
-        filtered = (bool(sources), bool(excluded_sources), bool(roles))
+        statement, params, windows = self._prepared(
+            fts_query,
+            index=index,
+            like_sql=like_sql,
+            like_params=like_params,
+            source_filter=source_filter,
+            exclude_sources=exclude_sources,
+            role_filter=role_filter,
+            limit=limit,
+            offset=offset,
+            grams=grams,
+            ranked=ranked,
+            besides_words=besides_words,
+        )
+        if windows is None:
+            return [dict(row) for row in self._c.execute(statement, params).mappings()]
+        return self._windowed(statement, params, windows)[0]
+
+    def _prepared(
+        self,
+        fts_query: str | None,
+        *,
+        index: str | None,
+        like_sql: str | None,
+        like_params: dict[str, str] | None,
+        source_filter: Sequence[str] | None,
+        exclude_sources: Sequence[str] | None,
+        role_filter: Sequence[str] | None,
+        limit: int,
+        offset: int,
+        grams: Sequence[str] | None,
+        ranked: bool,
+        besides_words: str | None,
+    ) -> tuple[TextClause, dict[str, Any], TextClause | None]:
+        """:meth:`match`'s statement and parameters, and the edge probe of its rank
+        windows (None: the statement runs as it is, unwindowed)."""
+        filtered = (bool(source_filter), bool(exclude_sources), bool(role_filter))
         anchors = len(grams or ())
         if not self.postgresql:
             besides = None if besides_words is None or index is None else FTS_INDEX
@@ -357,22 +392,22 @@ class SearchRepository:
         if besides_words is not None:
             params["p_words"] = besides_words
         params.update(like_params or {})
-        if sources:
-            params["p_sources"] = list(sources)
-        if excluded_sources:
-            params["p_excluded"] = list(excluded_sources)
-        if roles:
-            params["p_roles"] = list(roles)
+        if source_filter:
+            params["p_sources"] = list(source_filter)
+        if exclude_sources:
+            params["p_excluded"] = list(exclude_sources)
+        if role_filter:
+            params["p_roles"] = list(role_filter)
         params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
         if not (self.postgresql or index is None or ranked):
             params.update(p_low=_ROWID_LOW, p_high=_ROWID_HIGH)
         if self.postgresql or index is None or not ranked:
-            return [dict(row) for row in self._c.execute(statement, params).mappings()]
-        return self._windowed(statement, params, _nth_newest_statement(index))
+            return statement, params, None
+        return statement, params, _nth_newest_statement(index)
 
     def _windowed(
         self, statement: TextClause, params: dict[str, Any], nth: TextClause
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], FirstEdge | None]:
         """The page ``p_offset``, ``p_limit`` of bm25 order within windows of newest matches.
 
         The query's matches, newest first and counted before filters, fall
@@ -384,10 +419,15 @@ class SearchRepository:
         unbounded ranking costs (three windows, the last one everything
         older). A query of at most K matches is ranked as a whole. Windows
         are read newest first until the page is full.
+
+        Also returns the first window's edge, which answers
+        :meth:`_common_words` for this query without a second probe (None
+        when no window was probed).
         """
         limit, offset = params["p_limit"], params["p_offset"]
         need = min(offset + limit, INT64_MAX)
         found: list[dict[str, Any]] = []
+        first: FirstEdge | None = None
         high = _ROWID_HIGH
         for window in range(RANK_WINDOWS):
             low = None
@@ -396,7 +436,7 @@ class SearchRepository:
                     nth, {"p_query": params["p_query"], "p_high": high, "p_nth": RANK_WINDOW - 1}
                 ).scalar()
                 if window == 0:
-                    self._first_edge = (nth, params["p_query"], low)
+                    first = FirstEdge(low)
             page = {
                 **params,
                 "p_low": _ROWID_LOW if low is None else low,
@@ -408,7 +448,7 @@ class SearchRepository:
             if low is None or low <= _ROWID_LOW or len(found) >= need:
                 break
             high = low - 1
-        return found[offset:]
+        return found[offset:], first
 
     def context(self, session_id: str, message_id: int) -> list[dict[str, Any]]:
         """The match and one message each side of it in its session, cut to 200 chars."""
@@ -421,9 +461,9 @@ class SearchRepository:
         self,
         query: str,
         *,
-        sources: Sequence[str] | None = None,
-        excluded_sources: Sequence[str] | None = None,
-        roles: Sequence[str] | None = None,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
     ) -> list[SearchHit]:
@@ -433,21 +473,23 @@ class SearchRepository:
         ``-term``, ``prefix*``), sanitized first; a query the sanitizer cannot
         rescue, or one the engine still rejects, finds nothing rather than
         raising -- search input comes straight from people -- while a
-        database that fails raises, as anywhere else. ``sources=[]`` allows
-        no source and finds nothing, as the old class's ``IN ()``; empty
-        ``excluded_sources`` and ``roles`` filter nothing.
+        database that fails raises, as anywhere else. The filters keep the old
+        class's names (``SessionDB.search_messages`` passes them through):
+        ``source_filter=[]`` allows no source and finds nothing, as the old
+        class's ``IN ()``; empty ``exclude_sources`` and ``role_filter`` filter
+        nothing.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
         filters = {
-            "sources": names_arg("source_filter", sources),
-            "excluded_sources": names_arg("exclude_sources", excluded_sources),
-            "roles": names_arg("role_filter", roles),
+            "source_filter": names_arg("source_filter", source_filter),
+            "exclude_sources": names_arg("exclude_sources", exclude_sources),
+            "role_filter": names_arg("role_filter", role_filter),
             "limit": int_arg("limit", limit, minimum=0),
             "offset": int_arg("offset", offset, minimum=0),
         }
         items = query_items(query)
-        if not items or filters["limit"] == 0 or filters["sources"] == []:
+        if not items or filters["limit"] == 0 or filters["source_filter"] == []:
             return []
         try:
             matches = self._ranked(query, items, filters)
@@ -484,9 +526,8 @@ class SearchRepository:
         end = min(offset + limit, INT64_MAX)  # a LIMIT is 64-bit, so is the page's end
         window = {**filters, "limit": end, "offset": 0}
         word_query = self.word_query(items)
-        self._first_edge = None  # only this search's own ranking may answer for it
-        words = self.match(word_query, **window)
-        if len(words) == end or self._common_words(word_query):
+        words, edge = self._ranked_words(word_query, window)
+        if len(words) == end or self._common_words(word_query, edge):
             return words[offset:]
         seen = {match["id"] for match in words}
         besides = None if self.postgresql else word_query
@@ -494,7 +535,29 @@ class SearchRepository:
         merged = words + [match for match in substrings if match["id"] not in seen]
         return merged[offset : offset + limit]
 
-    def _common_words(self, word_query: str) -> bool:
+    def _ranked_words(
+        self, word_query: str, window: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], FirstEdge | None]:
+        """The word index's matches in rank windows, and the first window's edge.
+
+        The edge comes back with the matches, not kept on the repository:
+        only this search's own ranking can answer :meth:`_common_words` for it.
+        """
+        statement, params, windows = self._prepared(
+            word_query,
+            index=FTS_INDEX,
+            like_sql=None,
+            like_params=None,
+            grams=None,
+            ranked=True,
+            besides_words=None,
+            **window,
+        )
+        if windows is None:  # PostgreSQL: one statement, no windows
+            return [dict(row) for row in self._c.execute(statement, params).mappings()], None
+        return self._windowed(statement, params, windows)
+
+    def _common_words(self, word_query: str, edge: FirstEdge | None) -> bool:
         """True on SQLite when the word index holds :data:`RANK_WINDOW` matches or more.
 
         Such a query gets no substring matches after its word matches. They
@@ -511,11 +574,10 @@ class SearchRepository:
         """
         if self.postgresql:
             return False
-        nth, known, self._first_edge = _nth_newest_statement(FTS_INDEX), self._first_edge, None
-        if known is not None and known[:2] == (nth, word_query):
-            return known[2] is not None  # the word matches' ranking just probed it
+        if edge is not None:
+            return edge.low is not None  # this query's ranking just probed it
         probe = {"p_query": word_query, "p_high": _ROWID_HIGH, "p_nth": RANK_WINDOW - 1}
-        return self._c.execute(nth, probe).scalar() is not None
+        return self._c.execute(_nth_newest_statement(FTS_INDEX), probe).scalar() is not None
 
     def _substrings(
         self,
@@ -537,7 +599,7 @@ class SearchRepository:
         # The agent's v23+ trigram table leaves tool rows out; a search of tool
         # rows alone scans instead, as the agent's own code does.
         trigram = self.has_trigram and not (
-            self.trigram_skips_tool_rows and "tool" in (filters["roles"] or ())
+            self.trigram_skips_tool_rows and "tool" in (filters["role_filter"] or ())
         )
         substring = (
             substring_query(items, trigram=False, like="ILIKE")

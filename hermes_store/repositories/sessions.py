@@ -99,6 +99,8 @@ def _add_if_given(name: str) -> Any:
 
 _SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_session_id")
 _EXISTS = Prepared(text("SELECT id FROM sessions WHERE id = :p_id"))
+_NO_ROW = text("SELECT * FROM sessions WHERE 0 = 1")
+"""No row, only the columns ``SELECT *`` gives, in the table's own order, on either backend."""
 # The sessions an id prefix may name, two at most (two already means ambiguous). On SQLite
 # the ids starting with a prefix are the run of ids that sort right from it (BINARY
 # collation compares the UTF-8 bytes, NULs included), so the primary key index yields the
@@ -1018,6 +1020,15 @@ class SessionRepository:
         """Every session (of one source, or all), newest first, unpaged: for exports."""
         text_arg("source", source, optional=True)
         return [SessionRecord(**row) for row in self._r.all.dicts(self._c, {"p_source": source})]
+
+    def column_order(self) -> tuple[str, ...]:
+        """The ``sessions`` columns in the order of this file's (or database's) table.
+
+        The old class exported ``SELECT *`` rows, so its keys came in the
+        table's order -- which depends on the file's history (columns added by
+        ``ALTER TABLE`` come last) -- and people diff exports.
+        """
+        return tuple(self._c.execute(_NO_ROW).keys())
 
     def count(self, source: str | None = None) -> int:
         """How many sessions the store holds (of one source, or all)."""

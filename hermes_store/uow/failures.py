@@ -35,6 +35,8 @@ from hermes_store.uow.corruption import corrupt_error
 _PG_GONE = ("08", "57P01", "57P02", "57P03")
 _PG_DISK_FULL = "53100"
 _PG_UNAVAILABLE = ("53",)  # insufficient resources: disk, memory, connections
+DEFAULT_PORTS = {"postgresql": 5432}
+"""The port a server URL without one reaches (libpq's default), to name it."""
 
 
 @dataclass(frozen=True)
@@ -45,15 +47,26 @@ class Failures:
     """The SQLite path, or the URL without its password."""
     path: Path | None
     """The SQLite file, to find out what exactly is read-only; None on a server."""
+    server: str = ""
+    """``HOST:PORT`` of a server, said when it cannot be reached; empty for a file."""
 
     @classmethod
     def of(cls, url: URL) -> Failures:
         path = sqlite_file(url)
-        where = str(path) if path is not None else url.render_as_string(hide_password=True)
-        return cls(where, path)
+        if path is not None:
+            return cls(str(path), path)
+        default = DEFAULT_PORTS.get(url.get_backend_name())
+        port = url.port or default
+        server = f"{url.host or 'the local socket'}{f':{port}' if port else ''}"
+        return cls(url.render_as_string(hide_password=True), None, server)
 
-    def translate(self, error: BaseException) -> StoreError | None:
-        """The store's error for ``error`` if the database itself failed, else None."""
+    def translate(self, error: BaseException, *, connecting: bool = False) -> StoreError | None:
+        """The store's error for ``error`` if the database itself failed, else None.
+
+        ``connecting``: it was raised while a unit got its connection, before
+        anything of the unit ran -- a server that refuses the connection was
+        never reached, so "lost ... unless during its COMMIT" would mislead.
+        """
         if isinstance(error, StoreError):
             return None
         corrupt = corrupt_error(error, self.where)  # damage: one rule, corruption.py
@@ -71,6 +84,11 @@ class Failures:
             return self.from_os(original)
         state = getattr(original, "sqlstate", None)
         invalidated = isinstance(error, DBAPIError) and error.connection_invalidated
+        if connecting and _postgresql_connection_lost(original, state):
+            return StoreUnavailableError(
+                f"could not connect to the server at {self.server} for {self.where} "
+                f"({_first_line(original)}); nothing was done"
+            )
         if invalidated or _postgresql_connection_lost(original, state):
             return StoreUnavailableError(
                 f"lost the connection to {self.where} ({_first_line(original)}); the unit "

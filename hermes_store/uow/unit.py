@@ -171,7 +171,7 @@ class UnitOfWork:
         try:
             connection, self._kept = self._connections.acquire()
         except Exception as error:  # the connect itself: a missing, damaged or read-only file
-            self._raise_named(error)
+            self._raise_named(error, connecting=True)
         try:
             self._rules = sqlite_rules(connection)
             if self._rules is not None:
@@ -283,9 +283,9 @@ class UnitOfWork:
                 self._connections.release(self._connection, self._kept)
             self._connection = None
 
-    def _raise_named(self, error: BaseException) -> NoReturn:
+    def _raise_named(self, error: BaseException, *, connecting: bool = False) -> NoReturn:
         """Raise the store's error for ``error`` (see :mod:`~hermes_store.uow.failures`), or it."""
-        named = self._failures.translate(error)
+        named = self._failures.translate(error, connecting=connecting)
         if named is None:
             raise error
         raise named from error
