@@ -42,17 +42,18 @@ class PlainOneTransaction(Plain):
 
 
 def wal_like_plain(path: Path | str) -> Path:
-    """Put a new file in WAL before the store opens it, as plain's files are.
+    """Put the file in WAL before the store opens it, as plain's files are.
 
     On a SQLite library with the WAL-reset bug the store keeps a new file out of
-    WAL; run on such a library (``HERMES_STORE_SQLITE=system``) to compare the
-    libraries, the store would then not be compared like for like. A file
-    already in WAL stays in WAL on every library.
+    WAL (and the bench's templates, made by the store, are then out of WAL too);
+    run on such a library (``HERMES_STORE_SQLITE=system``) to compare the
+    libraries, the store would then not be compared like for like. A file in
+    WAL stays in WAL on every library, so the bench switches it first.
     """
     from hermes_store.backends.sqlite.library import AFFECTED, driver
 
     path = Path(path)
-    if AFFECTED and not path.exists():
+    if AFFECTED:
         connection = driver.connect(path)
         connection.execute("PRAGMA journal_mode = WAL")
         connection.close()
