@@ -186,9 +186,7 @@ def shell_recover(shell: str, damaged: Path, work: Path) -> dict[str, object]:
         lost: set[int] = set()
         # The shell gives lost_and_found one column per field of its widest row,
         # so a run that lost only short rows (index entries) has no c7 at all.
-        lost_columns = {
-            row[1] for row in connection.execute("PRAGMA table_info(lost_and_found)")
-        }
+        lost_columns = {row[1] for row in connection.execute("PRAGMA table_info(lost_and_found)")}
         if {"c1", "c2", "c7"} <= lost_columns:
             lost = {
                 row[0]

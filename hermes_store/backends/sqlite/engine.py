@@ -300,9 +300,9 @@ def _begin_immediate(
     attempts = 0
     pauses: list[float] = []
     busy_ms = busy_timeout_ms
+    left_ms = int(patience_s * 1000)
     try:
         while True:
-            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
             if left_ms < busy_ms:
                 busy_ms = left_ms
                 dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
@@ -323,6 +323,7 @@ def _begin_immediate(
                 )
                 pauses.append(pause)
                 time.sleep(pause)
+                left_ms = max(0, int((deadline - time.monotonic()) * 1000))
     finally:
         if busy_ms != busy_timeout_ms:
             dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
