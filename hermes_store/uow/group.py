@@ -311,7 +311,8 @@ class SharedCommits:
                 with self._changed:
                     self._summoned = False
                     self._refused(cast(Inbox, inbox), error)
-                    self._wake_head()  # another inbox's call, or a thread's, may lead
+                    if not self._leading:  # another inbox's call, or a thread's, may lead
+                        self._wake_head()
         return call
 
     def _refused(self, inbox: Inbox, error: BaseException) -> None:
