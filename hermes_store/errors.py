@@ -136,6 +136,16 @@ class StoreReplacedError(StoreError):
     """
 
 
+class StoreClosedError(StoreError, RuntimeError):
+    """The call was made on (or had not started when) an asyncio store object was closed.
+
+    ``AsyncSessionDB.close()`` and ``AsyncStore.close()`` answer every call:
+    those already made run to their end first; one made after ``close()``
+    began never runs, and raises this, nothing written. A ``RuntimeError``
+    too, as the thread pool's own refusal was before it had a name.
+    """
+
+
 class StoreUnavailableError(StoreError, OSError):
     """The database cannot be used as asked right now: I/O error, server gone, cannot open.
 

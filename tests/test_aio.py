@@ -19,6 +19,7 @@ import pytest
 
 from hermes_store import SessionDB, Store
 from hermes_store.aio import AsyncSessionDB, AsyncStore
+from hermes_store.aio.offload import Offloader
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import (
     InvalidInputError,
@@ -494,3 +495,30 @@ def test_importing_the_async_api_loads_what_a_unit_would_import_in_a_worker() ->
     )
     # A plain `import hermes_store` keeps them lazy; the async API loads them all.
     assert probe_output(probe) == "[] []"
+
+
+def test_a_call_made_after_the_first_ended_still_waits_for_the_second() -> None:
+    """The first call's end releases only its own turn, never the turn of a call behind it."""
+    order: list[str] = []
+    gates = {name: threading.Event() for name in ("first", "second")}
+
+    def step(name: str) -> None:
+        if name in gates:
+            assert gates[name].wait(30)
+        order.append(name)
+
+    async def main() -> None:
+        offload = Offloader(4)
+        first = asyncio.create_task(offload.ordered("s", step, "first"))
+        second = asyncio.create_task(offload.ordered("s", step, "second"))
+        await asyncio.sleep(0)  # both made: the second waits for the first
+        gates["first"].set()
+        await first  # the second's turn: it runs, held by its gate
+        third = asyncio.create_task(offload.ordered("s", step, "third"))
+        await asyncio.wait([third], timeout=0.5)  # it must not run while the second does
+        gates["second"].set()
+        await asyncio.gather(second, third)
+        await offload.close()
+
+    asyncio.run(main())
+    assert order == ["first", "second", "third"]

@@ -22,6 +22,7 @@ import pytest
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.uow import pruning
 from hermes_store.uow.pruning import prune_in_batches
 
 NOW = 1_796_000_000.0
@@ -371,3 +372,68 @@ def test_prune_batches_keep_the_fts_segments_merged(
     merged, unmerged = segments[sessions.FTS_MERGE_PAGES], segments[0]
     for name in unmerged:
         assert merged[name] < unmerged[name], segments
+
+
+def _old_sessions(path: Path, ended: list[str], open_: list[str]) -> None:
+    """Sessions started 40 days before NOW, each with a few messages; ``ended`` ended."""
+    with SessionDB(path, clock=lambda: NOW - 40 * DAY) as db:
+        for session_id in [*ended, *open_]:
+            db.create_session(session_id, "cli")
+            db.append_messages(
+                session_id, [{"role": "user", "content": f"{session_id} {n}"} for n in range(6)]
+            )
+        for session_id in ended:
+            db.end_session(session_id, "done")
+
+
+def test_sessions_ended_while_the_prune_runs_are_pruned_too(tmp_path: Path) -> None:
+    """Not in the plan (still open when it was made), prunable before the prune ends: deleted."""
+    path = tmp_path / "state.db"
+    _old_sessions(path, ["a", "b", "c"], ["late"])
+    store = Store(path, clock=lambda: NOW)
+    ended: list[str] = []
+
+    def end_late(_done: int, _remaining: int) -> None:
+        if not ended:  # after the first batch, between two write transactions
+            with SessionDB(path, clock=lambda: NOW - 35 * DAY) as other:
+                other.end_session("late", "done")
+            ended.append("late")
+
+    try:
+        deleted = prune_in_batches(store, 30, None, first_budget=1, pause_s=0, after_batch=end_late)
+    finally:
+        store.close()
+    assert ended == ["late"]
+    assert deleted == 4
+    assert _contents(path)["sessions"] == []
+
+
+class _SliceCountingStore(Store):
+    """A real store that notes what each slice of a big session's emptying removed."""
+
+    slices: list[int]
+
+    def transact(self, work: Any, *, patience_s: float | None = None) -> Any:
+        result = super().transact(work, patience_s=patience_s)
+        if getattr(work, "func", None) is pruning._delete_slice:
+            self.slices.append(result)
+        return result
+
+
+def test_a_big_session_is_emptied_slice_after_slice_until_a_slice_comes_up_short(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    with SessionDB(path, clock=lambda: NOW - 40 * DAY) as db:
+        db.create_session("big", "cli")
+        db.append_messages("big", [{"role": "user", "content": f"m {n}"} for n in range(60)])
+        db.end_session("big", "done")
+    store = _SliceCountingStore(path, clock=lambda: NOW)
+    store.slices = []
+    try:
+        assert prune_in_batches(store, 30, None, first_budget=2_000, pause_s=0) == 1
+    finally:
+        store.close()
+    assert len(store.slices) >= 3, store.slices  # several slices, the last one short
+    assert sum(store.slices) == 60, store.slices  # the slices, not the batch, emptied it
+    assert _contents(path)["sessions"] == []

@@ -20,7 +20,11 @@ import pytest
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.errors import SessionNotFoundError, StoreLockedError
+from hermes_store.errors import (
+    SessionNotFoundError,
+    StoreFullError,
+    StoreLockedError,
+)
 from hermes_store.uow.group import SharedCommits
 from hermes_store.uow.unit import UnitOfWork
 
@@ -487,4 +491,190 @@ def test_a_groups_appends_move_each_sessions_counters_by_its_own_amounts(db_path
         db.store.transact(lambda uow: doomed[0].run_all(uow, [w.payload for w in doomed]))
     assert db.get_session("a")["message_count"] == 2  # type: ignore[index]  # rolled back
     assert db.message_count() == 4
+    db.close()
+
+
+def _deferred_reference(path: Path) -> None:
+    """A table of the file's own whose reference is checked only at COMMIT (deferred)."""
+    raw = sqlite3.connect(path)
+    raw.execute(
+        "CREATE TABLE test_notes (session_id TEXT REFERENCES sessions(id) "
+        "DEFERRABLE INITIALLY DEFERRED)"
+    )
+    raw.commit()
+    raw.close()
+
+
+def test_a_group_whose_commit_fails_tells_every_call_and_writes_none(db_path: Path) -> None:
+    """The group's one COMMIT fails (a deferred foreign key): no call of it hears "written".
+
+    Whether the innocent calls share the failing group depends on the
+    machine's speed (a group stops taking calls after 50 ms); what holds
+    either way: a call hears "written" exactly when it was, and the call
+    whose commit failed hears the failure.
+    """
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    _deferred_reference(db_path)
+    store = db.store
+
+    def append(content: str) -> Callable[[UnitOfWork], int]:
+        return lambda uow: uow.messages.append("a", "user", content)
+
+    def dangling(uow: UnitOfWork) -> int:
+        uow.connection.exec_driver_sql("INSERT INTO test_notes VALUES ('no such session')")
+        return uow.messages.append("a", "user", "dangling")
+
+    outcomes = _grouped_behind_a_blocker(
+        store,
+        [
+            lambda: store.transact(append("before")),
+            lambda: store.transact(dangling),
+            lambda: store.transact(append("after")),
+        ],
+    )
+    assert isinstance(outcomes[1], Exception), outcomes
+    assert "foreign key" in str(outcomes[1]).lower()
+    _, _, written = _counts(db_path, "a")
+    told = [
+        name
+        for name, outcome in zip(["before", "dangling", "after"], outcomes, strict=True)
+        if not isinstance(outcome, Exception)
+    ]
+    assert sorted(told) == sorted(written), (outcomes, written)
+    db.append_message("a", "user", "the next group commits")
+    assert _counts(db_path, "a")[2] == [*written, "the next group commits"]
+    db.close()
+
+
+def test_a_call_failing_in_a_group_hears_the_stores_error(db_path: Path) -> None:
+    """SQLite's SQLITE_FULL inside a group's call is a StoreFullError, as outside one."""
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    store = db.store
+
+    def overflowing(uow: UnitOfWork) -> int:
+        connection = uow.connection
+        pages = connection.exec_driver_sql("PRAGMA page_count").scalar()
+        connection.exec_driver_sql(f"PRAGMA max_page_count = {pages}")  # a full disk, here
+        try:
+            return uow.messages.append("a", "user", "x" * 200_000)
+        finally:
+            connection.exec_driver_sql("PRAGMA max_page_count = 1073741823")
+
+    outcomes = _grouped_behind_a_blocker(
+        store,
+        [
+            lambda: store.transact(overflowing),
+            lambda: db.append_message("a", "user", "kept"),
+        ],
+    )
+    assert isinstance(outcomes[0], StoreFullError), repr(outcomes[0])
+    assert isinstance(outcomes[1], int), outcomes
+    assert _counts(db_path, "a") == (1, 1, ["kept"])
+    db.close()
+
+
+def _bounded(store: Store, max_calls: int) -> SharedCommits:
+    """The store's shared commits made again with a smaller group bound (the same parts)."""
+    shared = _shared(store)
+    store.shared = SharedCommits(
+        lambda patience: store.write(patience_s=patience),
+        shared.default_patience_s,
+        shared.database,
+        lambda error: None,
+        max_calls=max_calls,
+        max_hold_s=30.0,  # the count, not the clock, ends these groups
+    )
+    return store.shared
+
+
+def test_a_group_takes_at_most_max_calls_calls_one_by_one(db_path: Path) -> None:
+    store = Store(db_path, shared_commits=True)
+    store.transact(lambda uow: uow.sessions.create("a", "cli"))
+    shared = _bounded(store, 3)
+    groups: list[int] = []  # for each call, the group it ran in (groups counts them)
+
+    def noted(uow: UnitOfWork) -> None:
+        groups.append(shared.groups)
+
+    outcomes = _grouped_behind_a_blocker(store, [lambda: store.transact(noted)] * 7)
+    assert outcomes == [None] * 7
+    sizes = sorted(groups.count(group) for group in set(groups))
+    assert sizes == [1, 3, 3], groups  # the blocker ran alone; then 3, 3 and the last one
+    store.close()
+
+
+def test_combined_appends_fill_a_group_to_max_calls_and_no_further(db_path: Path) -> None:
+    db = SessionDB(db_path, shared_commits=True)
+    for n in range(5):
+        db.create_session(f"s{n}", "cli")
+    shared = _bounded(db.store, 4)
+    calls = [lambda n=n: db.append_message(f"s{n}", "user", f"m{n}") for n in range(5)]
+    before = shared.groups
+    outcomes = _grouped_behind_a_blocker(db.store, calls)
+    assert all(isinstance(outcome, int) for outcome in outcomes), outcomes
+    # The blocker's unit, then four appends combined, then the fifth alone.
+    assert shared.groups - before == 3
+    for n in range(5):
+        assert _counts(db_path, f"s{n}") == (1, 1, [f"m{n}"])
+    db.close()
+
+
+def _queued_in_order_behind_a_blocker(store: Store, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Like :func:`_grouped_behind_a_blocker`, each call queued only once the previous one is."""
+    shared = _shared(store)
+    entered, release = threading.Event(), threading.Event()
+
+    def blocker(uow: UnitOfWork) -> str:
+        entered.set()
+        release.wait(30)
+        return uow.sessions.create("blocker", "cli")
+
+    first, threads = _in_threads([lambda: store.transact(blocker)])
+    assert entered.wait(30)
+    outcomes: list[Any] = []
+    for n, call in enumerate(calls):
+        outcome, started = _in_threads([call])
+        outcomes.append(outcome)
+        threads += started
+        _until(lambda n=n: shared.queued == n + 1, f"call {n} to queue")
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert not isinstance(first[0], Exception), first
+    return [outcome[0] for outcome in outcomes]
+
+
+def test_a_combined_append_failing_alone_hears_the_stores_error(db_path: Path) -> None:
+    """Combined appends fail; run again alone, each in a savepoint, each hears StoreFullError.
+
+    The leader's connection may not grow the file for the group (``PRAGMA
+    max_page_count``: a statement's SQLITE_FULL, a full disk as SQLite sees it)
+    -- set by a call queued first, lifted by one queued last.
+    """
+    db = SessionDB(db_path, shared_commits=True)
+    db.create_session("a", "cli")
+    store = db.store
+
+    def no_growth(uow: UnitOfWork) -> None:
+        pages = uow.connection.exec_driver_sql("PRAGMA page_count").scalar()
+        uow.connection.exec_driver_sql(f"PRAGMA max_page_count = {pages}")
+
+    def growth(uow: UnitOfWork) -> None:
+        uow.connection.exec_driver_sql("PRAGMA max_page_count = 1073741823")
+
+    outcomes = _queued_in_order_behind_a_blocker(
+        store,
+        [
+            lambda: store.transact(no_growth),
+            lambda: db.append_message("a", "user", "x" * 200_000),
+            lambda: db.append_message("a", "user", "y" * 200_000),
+            lambda: store.transact(growth),
+        ],
+    )
+    assert isinstance(outcomes[1], StoreFullError), outcomes
+    assert isinstance(outcomes[2], StoreFullError), outcomes
+    db.append_message("a", "user", "room again")
+    assert _counts(db_path, "a") == (1, 1, ["room again"])
     db.close()

@@ -10,15 +10,23 @@ on the loop. Two rules make cancellation safe:
 * calls given the same ``key`` (a session id) start in the order they were
   made, each after the previous one has ended, so one session's messages
   are stored in the order of its calls even when its tasks run concurrently.
+
+Closing (:meth:`Offloader.close`) answers every call: those made before it
+run to their end first (a call waiting for its session's turn included); a
+call made after it raises :class:`~hermes_store.errors.StoreClosedError`
+and never runs. The pool is shut only once nothing can be handed to it any
+more, so no caller ever meets the pool's own ``RuntimeError``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
+
+from hermes_store.errors import StoreClosedError
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -38,15 +46,37 @@ class Offloader:
     run in parallel, one connection per worker thread.
     """
 
-    def __init__(self, max_workers: int = 8, name: str = "hermes-store-aio") -> None:
+    def __init__(
+        self, max_workers: int = 8, name: str = "hermes-store-aio", what: str = "the store"
+    ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name)
         self._tails: dict[str, asyncio.Future[None]] = {}
+        self._what = what
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` has begun: no new call is taken."""
+        return self._closed
+
+    def refuse_if_closed(self) -> None:
+        """StoreClosedError for a call made once ``close()`` has begun (it never runs)."""
+        if self._closed:
+            raise StoreClosedError(f"{self._what} was closed: the call did not run")
+
+    def _run(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], _T]) -> asyncio.Future[_T]:
+        """``fn`` handed to a worker; the pool's refusal (shut down) named as the store's."""
+        try:
+            inner = loop.run_in_executor(self._pool, fn)
+        except RuntimeError as error:  # only once shut down, which close() does last
+            raise StoreClosedError(f"{self._what} was closed: the call did not run") from error
+        inner.add_done_callback(_retrieve)
+        return inner
 
     async def call(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """``fn(*args, **kwargs)`` on a worker thread; it runs to its end even if cancelled."""
-        loop = asyncio.get_running_loop()
-        inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-        inner.add_done_callback(_retrieve)
+        self.refuse_if_closed()
+        inner = self._run(asyncio.get_running_loop(), functools.partial(fn, *args, **kwargs))
         return await asyncio.shield(inner)
 
     async def ordered(
@@ -61,8 +91,7 @@ class Offloader:
         loop = asyncio.get_running_loop()
 
         def start(ended: Callable[[], None]) -> tuple[asyncio.Future[_T], None]:
-            inner = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
-            inner.add_done_callback(_retrieve)
+            inner = self._run(loop, functools.partial(fn, *args, **kwargs))
             inner.add_done_callback(lambda _inner: ended())
             return asyncio.shield(inner), None
 
@@ -80,8 +109,11 @@ class Offloader:
         running -- and, if the call can still be taken back before it runs, a
         function doing that (a no-op once it cannot). It must see that
         ``ended()`` is called once the call has ended, however it ends: the
-        next call with the key starts then.
+        next call with the key starts then. A call made before ``close()``
+        runs when its turn comes, even after ``close()`` has begun: close
+        waits for it.
         """
+        self.refuse_if_closed()
         loop = asyncio.get_running_loop()
         previous = self._tails.get(key)
         mine: asyncio.Future[None] = loop.create_future()
@@ -117,6 +149,19 @@ class Offloader:
         """The worker threads (a leader of shared commits runs on one of them)."""
         return self._pool
 
-    def shutdown(self) -> None:
-        """Stop the workers once the calls already handed to them have ended."""
-        self._pool.shutdown(wait=True)
+    async def close(self, drain: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Take no new call; wait for every call made before (queued for its turn or running).
+
+        Then stop the workers. Every keyed call's turn ends only after the
+        previous one's has, so waiting for the turns still open is waiting
+        for all of them; a call handed to the pool without a key is waited for
+        by the pool's own shutdown. ``drain`` waits for the calls that lean on
+        the pool without a turn of their own (shared-commit writes queued from
+        the loop: a worker leads their groups), before it is shut.
+        """
+        self._closed = True
+        while turns := [turn for turn in self._tails.values() if not turn.done()]:
+            await asyncio.wait(turns)  # a cancelled close leaves them to run on
+        if drain is not None:
+            await drain()
+        await asyncio.to_thread(self._pool.shutdown, wait=True)

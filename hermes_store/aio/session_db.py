@@ -17,7 +17,9 @@ shared commits (the default here), share transactions and fsyncs.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
@@ -29,6 +31,7 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.errors import InvalidInputError
+from hermes_store.uow import deadline as deadlines
 from hermes_store.uow.store import Store
 
 _P = ParamSpec("_P")
@@ -78,7 +81,7 @@ class AsyncSessionDB:
                 shared_commits=shared_commits,
             )
         self.db_path = self._db.db_path
-        self._offload = Offloader(max_workers)
+        self._offload = Offloader(max_workers, what=f"AsyncSessionDB({str(self.db_path)!r})")
         shared = self._db.store.shared
         self._writes = None if shared is None else LoopWrites(shared, self._offload.pool)
         """Shared-commit writes queued from the loop (:mod:`hermes_store.aio.shared`)."""
@@ -103,18 +106,31 @@ class AsyncSessionDB:
     async def _read(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return await self._offload.call(method, *args, **kwargs)
 
+    def _deadline(self) -> float:
+        """When a write made now has spent its patience (waiting for its turn included)."""
+        return time.monotonic() + self._db.store.policy.patience_s
+
     async def _write(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """A write; one naming a session (its first argument) waits for that session's previous."""
+        """A write; one naming a session (its first argument) waits for that session's previous.
+
+        Its patience counts from the call: the wait for its turn spends it too.
+        """
         key = args[0] if args and isinstance(args[0], str) else kwargs.get("session_id")
+        run = functools.partial(method, *args, **kwargs)
         if isinstance(key, str):
-            return await self._offload.ordered(key, method, *args, **kwargs)
-        return await self._offload.call(method, *args, **kwargs)
+            return await self._offload.ordered(key, deadlines.within, self._deadline(), run)
+        return await self._offload.call(deadlines.within, self._deadline(), run)
 
     async def close(self) -> None:
-        """Let running calls end, stop the workers, release the connections (as ``close``)."""
-        if self._writes is not None:
-            await self._writes.drain()
-        await asyncio.to_thread(self._offload.shutdown)
+        """Answer every call, stop the workers, release the connections (as ``close``).
+
+        Calls made before it run to their end (a write still waiting for its
+        session's turn included) and are answered as usual; a call made once it
+        has begun raises ``StoreClosedError`` and never runs. Then the file is
+        free for another store at once.
+        """
+        drain = None if self._writes is None else self._writes.drain
+        await self._offload.close(drain)
         await asyncio.to_thread(self._db.close)
 
     async def __aenter__(self) -> AsyncSessionDB:
@@ -258,8 +274,9 @@ class AsyncSessionDB:
                 reasoning_details,
                 codex_reasoning_items,
             )
+            deadline = self._deadline()
             return await self._offload.in_turn(
-                session_id, lambda ended: writes.start(work, None, ended)
+                session_id, lambda ended: writes.start(work, None, ended, deadline)
             )
         return await self._write(
             self._db.append_message,
@@ -393,7 +410,10 @@ class AsyncSessionDB:
             while (row := await self._offload.call(next, rows, _END)) is not _END:
                 yield cast(dict[str, Any], row)
         finally:
-            await self._offload.call(rows.close)
+            if self._offload.closed:  # no worker left: the snapshot is let go here
+                rows.close()
+            else:
+                await self._offload.call(rows.close)
 
     async def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """See :meth:`SessionDB.prune_sessions`."""

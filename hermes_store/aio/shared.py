@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from hermes_store.errors import StoreLockedError
+from hermes_store.errors import StoreClosedError, StoreLockedError
 from hermes_store.uow.group import SharedCall, SharedCommits
 from hermes_store.uow.unit import UnitOfWork
 
@@ -67,7 +67,12 @@ class _LoopInbox:
         self._loop.call_soon_threadsafe(self._settle, calls)
 
     def lead(self, run: Callable[[], None]) -> None:
-        self._pool.submit(run)
+        try:
+            self._pool.submit(run)
+        except RuntimeError as error:  # shut down: the group's calls are answered, not left
+            raise StoreClosedError(
+                f"{self._shared.database}: the asyncio store was closed; the call did not run"
+            ) from error
 
     def watch(self, call: SharedCall[Any], awaited: _Awaited) -> None:
         """On the loop: keep ``call`` until it ends; mind its deadline."""
@@ -150,6 +155,7 @@ class LoopWrites:
         work: Callable[[UnitOfWork], _T],
         patience_s: float | None,
         on_end: Callable[[], None] | None = None,
+        deadline: float | None = None,
     ) -> tuple[asyncio.Future[_T], Callable[[], None]]:
         """Queue ``work`` now; (its outcome's future, a function withdrawing it if still queued).
 
@@ -157,7 +163,9 @@ class LoopWrites:
         the call running; then call the withdrawing function, which takes the
         call back if no group has taken it yet (nothing of it is written) and
         does nothing otherwise. ``on_end`` is called on the loop once the call
-        has ended, whichever way.
+        has ended, whichever way. ``deadline`` (``time.monotonic()``) is when
+        its patience ends if it began before now (a write that waited for its
+        session's turn); by default the patience counts from now.
         """
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
@@ -165,7 +173,9 @@ class LoopWrites:
             inbox = self._inboxes[loop] = _LoopInbox(loop, self._pool, self._shared)
         future: asyncio.Future[_T] = loop.create_future()
         shared = self._shared
-        call = shared.submit(work, patience_s, caller=id(asyncio.current_task()), inbox=inbox)
+        call = shared.submit(
+            work, patience_s, caller=id(asyncio.current_task()), inbox=inbox, deadline=deadline
+        )
         inbox.watch(call, (future, on_end))
 
         def withdraw() -> None:

@@ -49,7 +49,7 @@ class AsyncStore:
         if not isinstance(store, Store):
             raise InvalidInputError(f"store must be a Store, got {type(store).__name__}")
         self._store = store
-        self._offload = Offloader(max_workers)
+        self._offload = Offloader(max_workers, what=f"Async{store!r}")
         shared = store.shared
         self._writes = None if shared is None else LoopWrites(shared, self._offload.pool)
 
@@ -81,6 +81,7 @@ class AsyncStore:
         this waits is cancelled; its unit still ends on the worker thread,
         committed or rolled back whole.
         """
+        self._offload.refuse_if_closed()
         store = self._store
         shared = store.shared
         if shared is None:
@@ -109,10 +110,12 @@ class AsyncStore:
         return await self._offload.call(fn, *args, **kwargs)
 
     async def close(self) -> None:
-        """Let running calls end, stop the workers, release the store's connections."""
-        if self._writes is not None:
-            await self._writes.drain()
-        await asyncio.to_thread(self._offload.shutdown)
+        """Answer every call, stop the workers, release the store's connections.
+
+        Calls made before it run to their end and are answered as usual; a
+        call made once it has begun raises ``StoreClosedError``, nothing run.
+        """
+        await self._offload.close(None if self._writes is None else self._writes.drain)
         await asyncio.to_thread(self._store.close)
 
     async def __aenter__(self) -> AsyncStore:

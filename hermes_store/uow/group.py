@@ -281,6 +281,7 @@ class SharedCommits:
         *,
         caller: int | None = None,
         inbox: Inbox | None = None,
+        deadline: float | None = None,
     ) -> SharedCall[_T]:
         """Queue ``work`` without waiting; the returned call's outcome comes later.
 
@@ -289,17 +290,40 @@ class SharedCommits:
         inbox, and when nobody is leading the inbox is asked to run
         :meth:`lead_queued` (an event loop's tasks submit this way: no
         thread is handed a call, one leads their groups). Calls are taken in
-        the order they were submitted.
+        the order they were submitted. ``deadline`` (``time.monotonic()``)
+        ends its patience earlier than ``patience_s`` from now would.
+
+        An inbox that cannot lead (its worker threads were shut down) has
+        every call of its own still queued answered with its error, this
+        one included: none stays queued behind a leader that never comes, to
+        be written later by another caller's group after it was told it failed.
         """
-        call = self._new_call(work, patience_s, caller, inbox)
+        call = self._new_call(work, patience_s, caller, inbox, deadline)
         summon = False
         with self._changed:
             self._enqueue(call)
             if inbox is not None and not self._leading and not self._summoned:
                 self._summoned = summon = True
         if summon:
-            inbox.lead(self.lead_queued)  # type: ignore[union-attr]
+            try:
+                inbox.lead(self.lead_queued)  # type: ignore[union-attr]
+            except Exception as error:
+                with self._changed:
+                    self._summoned = False
+                    self._refused(cast(Inbox, inbox), error)
+                    if not self._leading:  # another inbox's call, or a thread's, may lead
+                        self._wake_head()
         return call
+
+    def _refused(self, inbox: Inbox, error: BaseException) -> None:
+        """With the mutex held: ``inbox`` cannot lead; its queued calls end with ``error``."""
+        ended = [c for c in self._queue if c.inbox is inbox]
+        for call in ended:
+            self._queue.remove(call)
+            call.error, call.state = error, _State.DONE
+        if ended:
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody left to tell
+                inbox.post(ended)
 
     def _new_call(
         self,
@@ -307,9 +331,13 @@ class SharedCommits:
         patience_s: float | None,
         caller: int | None = None,
         inbox: Inbox | None = None,
+        deadline: float | None = None,
     ) -> SharedCall[_T]:
         patience = self._default_patience_s if patience_s is None else patience_s
-        return SharedCall(work, patience_s, time.monotonic() + patience, caller, inbox)
+        until = time.monotonic() + patience
+        if deadline is not None:
+            until = min(until, deadline)
+        return SharedCall(work, patience_s, until, caller, inbox)
 
     def _enqueue(self, call: SharedCall[Any]) -> None:
         """With the mutex held: queue ``call``; wake a gathering leader it completes."""
@@ -435,14 +463,21 @@ class SharedCommits:
 
     def _wake_head(self) -> None:
         """With the mutex held and nobody leading: let the oldest queued call lead."""
-        if not self._queue:
-            return
-        head = self._queue[0]
-        if head.inbox is None:
-            head.wake.set()
-        elif not self._summoned:
+        while self._queue:
+            head = self._queue[0]
+            if head.inbox is None:
+                head.wake.set()
+                return
+            if self._summoned:
+                return
             self._summoned = True
-            head.inbox.lead(self.lead_queued)
+            try:
+                head.inbox.lead(self.lead_queued)
+            except Exception as error:  # its workers were shut down: its calls end here
+                self._summoned = False
+                self._refused(head.inbox, error)
+            else:
+                return
 
     # ------------------------------------------------------------------
     def _take(self, count: int, started: float, gather: bool) -> list[SharedCall[Any]]:

@@ -41,6 +41,7 @@ from hermes_store.schema.state import (
     read_schema_state,
     refuse_foreign_file,
 )
+from hermes_store.uow import deadline as deadlines
 from hermes_store.uow import forking
 from hermes_store.uow.connections import ThreadConnections
 from hermes_store.uow.failures import Failures, missing_driver
@@ -304,11 +305,15 @@ class Store:
         writes are. ``work`` must therefore do nothing but its unit's work
         (and never commit the unit itself: with shared commits it runs inside
         a transaction other calls share).
-        """
 
+        A deadline the caller set for the call (:mod:`hermes_store.uow.deadline`:
+        an asyncio write that waited for its turn) cuts the patience to what
+        is left of it, so the patience bounds the whole call.
+        """
+        if patience_s is not None:
+            patience_s = number_arg("patience_s", patience_s, minimum=0.0)
+        patience_s = deadlines.cut(patience_s, deadlines.take())
         if self.shared is not None:
-            if patience_s is not None:
-                patience_s = number_arg("patience_s", patience_s, minimum=0.0)
             return self.shared.run(work, patience_s)
 
         def once() -> _T:

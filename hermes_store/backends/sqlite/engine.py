@@ -168,18 +168,10 @@ class SqliteRules:
         if not write:
             dbapi_connection.execute("BEGIN")
             return
-        if patience_s is None:
-            _begin_immediate(dbapi_connection, self.policy, self.policy.patience_s, self.database)
-            return
-        busy_ms = self.policy.busy_timeout_for(patience_s)
-        if busy_ms >= self.busy_timeout_ms:
-            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
-            return
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
-        try:
-            _begin_immediate(dbapi_connection, self.policy, float(patience_s), self.database)
-        finally:
-            dbapi_connection.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        patience = self.policy.patience_s if patience_s is None else float(patience_s)
+        _begin_immediate(
+            dbapi_connection, self.policy, patience, self.database, self.busy_timeout_ms
+        )
 
     def after_write_commit(self, dbapi_connection: sqlite3.Connection) -> None:
         """After a write commit: every Nth one runs the PASSIVE checkpoint.
@@ -317,23 +309,44 @@ def _begin_immediate(
     policy: ContentionPolicy,
     patience_s: float,
     database: str,
+    busy_timeout_ms: int,
 ) -> None:
-    """``BEGIN IMMEDIATE``, retried with jitter until ``patience_s`` is spent."""
+    """``BEGIN IMMEDIATE``, retried with jitter until ``patience_s`` is spent, and no longer.
+
+    Each attempt waits in SQLite's busy handler as well: its timeout (the
+    connection's ``busy_timeout_ms``) is cut to what is left of the patience
+    whenever that is less, and set back after. Left whole, an attempt begun
+    near the end waited a full busy timeout more (patience 2.5 s, 3.3 s).
+    """
     started = time.monotonic()
     deadline = started + patience_s
     attempts = 0
     pauses: list[float] = []
-    while True:
-        attempts += 1
-        try:
-            dbapi_connection.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as error:
-            if not is_lock_error(error):
-                raise
-            now = time.monotonic()
-            if now >= deadline:
-                raise StoreLockedError(database, now - started, attempts, tuple(pauses)) from error
-            pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
-            pauses.append(pause)
-            time.sleep(pause)
+    busy_ms = busy_timeout_ms
+    left_ms = int(patience_s * 1000)
+    try:
+        while True:
+            if left_ms < busy_ms:
+                busy_ms = left_ms
+                dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            attempts += 1
+            try:
+                dbapi_connection.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if not is_lock_error(error):
+                    raise
+                now = time.monotonic()
+                if now >= deadline:
+                    raise StoreLockedError(
+                        database, now - started, attempts, tuple(pauses)
+                    ) from error
+                pause = min(
+                    random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now
+                )
+                pauses.append(pause)
+                time.sleep(pause)
+                left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+    finally:
+        if busy_ms != busy_timeout_ms:
+            dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
