@@ -8,6 +8,7 @@ empty result, or report a delete that did not happen.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -335,3 +336,77 @@ def test_the_command_line_says_it_in_one_line(pristine: Path, tmp_path: Path) ->
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert str(path) in lines[0] and "hermes-store recover" in lines[0]
+
+
+def garble_schema_text(path: Path) -> None:
+    """One byte of ``CREATE TABLE messages`` made a byte that is not UTF-8, in every copy."""
+    data = path.read_bytes()
+    assert b"CREATE TABLE messages (" in data
+    path.write_bytes(data.replace(b"CREATE TABLE messages (", b"CREATE\xffTABLE messages ("))
+
+
+def test_a_schema_text_that_is_not_utf8_is_named_damage(pristine: Path, tmp_path: Path) -> None:
+    """SQLite's "malformed schema" message then quotes raw bytes, which the driver cannot decode."""
+    path = tmp_path / "state.db"
+    path.write_bytes(pristine.read_bytes())
+    os.chmod(path, 0o600)
+    garble_schema_text(path)
+    before = path.read_bytes()
+    for open_it in (lambda: SessionDB(path), lambda: Store(path, read_only=True)):
+        with pytest.raises(StoreCorruptError) as raised:
+            open_it()
+        assert str(path) in str(raised.value) and "schema" in raised.value.detail
+    for command in ("check", "sessions"):
+        done = cli(tmp_path, command, "--db", str(path))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "damaged" in done.stderr and "hermes-store recover" in done.stderr
+    assert path.read_bytes() == before
+
+
+_EXTENDED_CODE_CHILD = """
+import json, sys
+from hermes_store import SessionDB, StoreCorruptError
+from hermes_store.backends.sqlite import library
+path = sys.argv[1]
+db = SessionDB(path)
+db.create_session("s1", "cli")
+db.append_messages("s1", [{"role": "user", "content": f"hello world {i}"} for i in range(50)])
+raw = library.driver.connect(path)
+raw.execute("UPDATE messages_fts_data SET block = x'0102030405060708'")
+raw.commit()
+try:
+    raw.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'hello'").fetchall()
+    code = None
+except library.driver.DatabaseError as error:
+    code = error.sqlite_errorcode
+raw.close()
+try:
+    db.search_messages("hello")
+    outcome = "answered"
+except StoreCorruptError as error:
+    outcome = "named: " + str(error)
+except Exception as error:
+    outcome = f"{type(error).__name__}: {error}"
+print(json.dumps({"module": library.MODULE, "code": code, "outcome": outcome}))
+"""
+
+
+def test_an_extended_corruption_code_is_named_damage(tmp_path: Path) -> None:
+    """FTS5's ``SQLITE_CORRUPT_VTAB`` (267, primary code 11) is damage as plain CORRUPT is.
+
+    pysqlite3 reports primary codes only; the stdlib module reports extended
+    ones, so the drill runs in a child on it (``HERMES_STORE_SQLITE=system``).
+    """
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "HERMES_STORE_SQLITE": "system"}
+    done = subprocess.run(
+        [sys.executable, "-c", _EXTENDED_CODE_CHILD, str(tmp_path / "state.db")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["module"] == "sqlite3"
+    assert seen["code"] == 267, "the drill no longer produces SQLITE_CORRUPT_VTAB"
+    assert seen["outcome"].startswith("named: "), seen["outcome"]

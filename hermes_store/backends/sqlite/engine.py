@@ -44,7 +44,7 @@ from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.backends.sqlite import library
 from hermes_store.backends.sqlite.file_identity import OpenedFiles
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.errors import StoreLockedError
+from hermes_store.errors import StoreCorruptError, StoreLockedError
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _log = logging.getLogger(__name__)
@@ -226,6 +226,18 @@ def _install_sqlite_rules(
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
+        try:
+            _prepare(dbapi_connection, record)
+        except UnicodeDecodeError as error:
+            # SQLite's message quotes the schema text it could not parse, and the
+            # driver decodes messages strictly: bytes that are not UTF-8 in
+            # sqlite_master surface as a decoding error instead of "malformed".
+            raise StoreCorruptError(
+                database,
+                f"its schema text (sqlite_master) is not UTF-8 and cannot be parsed: {error}",
+            ) from error
+
+    def _prepare(dbapi_connection: sqlite3.Connection, record: Any) -> None:
         # Autocommit at the driver level: transactions begin only where we say.
         dbapi_connection.isolation_level = None
         dbapi_connection.execute(f"PRAGMA busy_timeout = {rules.busy_timeout_ms}")
