@@ -686,6 +686,14 @@ def check(
     fk = f"{len(report.foreign_keys)} dangling reference(s)" if report.foreign_keys else None
     show(render.status_line("foreign keys", fk))
     show(render.status_line("full-text index", report.fts, report.rebuilt_fts))
+    if report.undecodable:
+        rows = ", ".join(f"{r['table']} id {r['id']} {r['column']}" for r in report.undecodable[:5])
+        more = len(report.undecodable) - 5
+        rows += f" (and {more} more)" if more > 0 else ""
+        bad_text = f"{len(report.undecodable)} text value(s) not UTF-8: {rows}"
+    else:
+        bad_text = None
+    show(render.status_line("stored text", bad_text, report.rewrote_undecodable))
     counted = f"{len(report.miscounted)} miscounted session(s)" if report.miscounted else None
     show(render.status_line("counters", counted, bool(report.repaired_counters)))
     if report.miscounted:
@@ -695,7 +703,7 @@ def check(
     if report.ok:
         say(("ok", "bold green"))
         return None
-    hint = "" if repair else "; 'hermes-store check --repair' mends counters and indexes"
+    hint = "" if repair else "; 'hermes-store check --repair' mends counters, indexes and text"
     say((f"problems found{hint}", "bold red"))
     return 1
 
