@@ -410,3 +410,57 @@ def test_an_extended_corruption_code_is_named_damage(tmp_path: Path) -> None:
     assert seen["module"] == "sqlite3"
     assert seen["code"] == 267, "the drill no longer produces SQLITE_CORRUPT_VTAB"
     assert seen["outcome"].startswith("named: "), seen["outcome"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"S", b"x" * 50, bytes(50), bytes(4096), b"SQLite format 3\x00" + bytes(40)],
+    ids=["1-byte", "50-junk", "50-zeros", "zeroed-page", "cut-header"],
+)
+def test_a_file_too_short_or_zeroed_is_named_never_replaced(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(content)
+    for open_it in (lambda: SessionDB(path), lambda: Store(path, read_only=True)):
+        with pytest.raises(StoreCorruptError) as raised:
+            open_it()
+        assert str(path) in str(raised.value)
+    assert path.read_bytes() == content, "the damaged file was written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]
+
+
+def test_an_empty_file_with_backups_of_it_is_not_made_a_new_store(tmp_path: Path) -> None:
+    from hermes_store.tools.backup import backup
+
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s1", "cli")
+    made = backup(path, tmp_path / "backups", keep=1)
+    path.write_bytes(b"")  # truncated to nothing: a full disk, a torn copy
+    with pytest.raises(StoreCorruptError) as raised:
+        SessionDB(path)
+    assert "0 bytes" in str(raised.value) and "backup" in str(raised.value)
+    assert str(made.path) in str(raised.value)
+    assert path.stat().st_size == 0
+
+
+def test_an_empty_file_with_a_wal_beside_it_is_not_made_a_new_store(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"")
+    Path(f"{path}-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))
+    with pytest.raises(StoreCorruptError, match="state.db-wal"):
+        SessionDB(path)
+    assert path.stat().st_size == 0 and Path(f"{path}-wal").stat().st_size == 32
+
+
+def test_an_empty_file_alone_becomes_a_new_store_and_check_calls_it_empty(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"")
+    done = cli(tmp_path, "check", "--db", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "0 bytes, no store" in done.stderr
+    assert path.stat().st_size == 0, "check made a store"
+    with SessionDB(path) as db:  # touch state.db, then use it: a new store, as before
+        db.create_session("s1", "cli")
+        assert db.get_session("s1") is not None
