@@ -1099,6 +1099,8 @@ def test_top_sessions_by_tokens(db: SessionDB) -> None:
 # ----------------------------------------------------------------------
 BAD_TEXT = "636166ff2074696d65"  # b"caf\xff time": one byte that is not UTF-8
 READ_AS = "caf\ufffd time"
+BAD_TITLE = "7469746c65ff"  # b"title\xff"
+TITLE_READ_AS = "title\ufffd"
 
 
 def plant_bad_text(path: Path) -> int:
@@ -1114,7 +1116,7 @@ def plant_bad_text(path: Path) -> int:
         raw.execute(
             f"UPDATE messages SET content = CAST(x'{BAD_TEXT}' AS TEXT) WHERE id = ?", (message_id,)
         )
-        raw.execute(f"UPDATE sessions SET title = CAST(x'{BAD_TEXT}' AS TEXT) WHERE id = 'bad'")
+        raw.execute(f"UPDATE sessions SET title = CAST(x'{BAD_TITLE}' AS TEXT) WHERE id = 'bad'")
     return message_id
 
 
@@ -1128,14 +1130,16 @@ def test_a_text_that_is_not_utf8_reads_with_replacement_and_a_log_line(
         assert db.get_messages_as_conversation("bad")[-1]["content"] == READ_AS
         exported = db.export_session("bad")
         assert exported is not None and exported["messages"][-1]["content"] == READ_AS
-        assert exported["title"] == READ_AS
+        assert exported["title"] == TITLE_READ_AS
         found = db.search_messages("time")
         assert [(r["id"], r["context"][-1]["content"]) for r in found] == [(message_id, READ_AS)]
         listing = {s["id"]: s for s in db.list_sessions_rich()}
-        assert set(listing) == {"bad", "fine"} and listing["bad"]["title"] == READ_AS
+        assert set(listing) == {"bad", "fine"} and listing["bad"]["title"] == TITLE_READ_AS
     db.close()
     said = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
-    assert said and all(str(db_path) in line and "check" in line for line in said)
+    assert said and all(str(db_path) in line and "check --repair" in line for line in said)
+    assert any(f"messages id {message_id} column content" in line for line in said)
+    assert any("sessions id 'bad' column title" in line for line in said)
 
 
 def test_the_command_line_shows_and_exports_a_text_that_is_not_utf8(db_path: Path) -> None:
@@ -1149,4 +1153,4 @@ def test_the_command_line_shows_and_exports_a_text_that_is_not_utf8(db_path: Pat
             timeout=120,
         )
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-        assert READ_AS in done.stdout
+        assert (TITLE_READ_AS if command == ["sessions"] else READ_AS) in done.stdout

@@ -225,7 +225,7 @@ def _install_sqlite_rules(
 ) -> None:
     rules = SqliteRules(policy, database)
     synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
-    decode = stored_text.decoder(database)
+    decode = stored_text.decoder(database, opened_path)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:

@@ -10,13 +10,16 @@ Each connection of the store decodes with :func:`decoder` instead (installed
 by the engine's connect hook as the connection's ``text_factory``): valid
 UTF-8 -- all but damaged rows -- takes the strict decode and nothing else;
 a value that is not gets U+FFFD for each bad sequence, and a warning line
-naming the file. ``hermes-store check`` names the row (table, id, column),
-and ``check --repair`` rewrites it with the replaced text.
+naming the file and the row (table, id, column). ``hermes-store check``
+lists every such row, and ``check --repair`` rewrites each with the
+replaced text.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +32,13 @@ _log = logging.getLogger(__name__)
 REPLACEMENT = "\ufffd"
 
 
-def decoder(database: str) -> Callable[[bytes], str]:
-    """``database``'s connections' ``text_factory``: strict UTF-8, else replaced and logged."""
+def decoder(database: str, path: str | None = None) -> Callable[[bytes], str]:
+    """``database``'s connections' ``text_factory``: strict UTF-8, else replaced and logged.
+
+    ``path`` (the file, absolute) lets the log line name the row the bad value
+    is stored in (see :class:`_Locator`); without it the line names the file.
+    """
+    locate = _Locator(path)
 
     def decode(raw: bytes) -> str:
         try:
@@ -38,10 +46,11 @@ def decoder(database: str) -> Callable[[bytes], str]:
         except UnicodeDecodeError as error:
             text = raw.decode("utf-8", errors="replace")
             _log.warning(
-                "%s holds a text that is not UTF-8 (byte %d of %d: %r); read with U+FFFD "
-                "in place of the bad bytes, starting %r. 'hermes-store check' names the "
-                "row (table, id, column) and 'check --repair' rewrites it",
+                "%s holds a text that is not UTF-8 (%s, byte %d of %d: %r); read with U+FFFD "
+                "in place of the bad bytes, starting %r; 'hermes-store check --repair' "
+                "rewrites it",
                 database,
+                locate(raw),
                 error.start,
                 len(raw),
                 raw[error.start : error.end],
@@ -50,6 +59,62 @@ def decoder(database: str) -> Callable[[bytes], str]:
             return text
 
     return decode
+
+
+class _Locator:
+    """Which row (table, id, column) holds a given bad value, for the log line.
+
+    Asked only when a value fails to decode, on a read-only connection of its
+    own (the store's is in the middle of a fetch); one scan per table, its
+    comparisons in SQLite, and each answer is kept, so a damaged row read
+    again costs no second scan. A value no row holds as it is (a snippet of
+    it, an aggregate) is "a computed value".
+    """
+
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+        self._known: dict[bytes, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, raw: bytes) -> str:
+        with self._lock:
+            if raw not in self._known:
+                if len(self._known) > 64:
+                    self._known.clear()
+                self._known[raw] = self._find(raw)
+            return self._known[raw]
+
+    def _find(self, raw: bytes) -> str:
+        if self._path is None:
+            return "row not looked up"
+        uri = f"file:{urllib.parse.quote(self._path)}?mode=ro"
+        try:
+            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            return "row not looked up"
+        try:
+            tables = {table: _text_columns(connection, table) for table in UNDECODABLE_TABLES}
+            connection.text_factory = bytes  # the ids as stored, whatever their bytes
+            for table, columns in tables.items():
+                if not columns:
+                    continue
+                quoted = ['"' + c.replace('"', '""') + '"' for c in columns]
+                match = " OR ".join(f"CAST({q} AS BLOB) = ?1" for q in quoted)
+                picks = ", ".join(f"CAST({q} AS BLOB) = ?1" for q in quoted)
+                row = connection.execute(
+                    f"SELECT id, {picks} FROM {table} WHERE {match} LIMIT 1", (raw,)
+                ).fetchone()
+                if row is not None:
+                    column = columns[list(row[1:]).index(1)]
+                    row_id = (
+                        row[0].decode(errors="replace") if isinstance(row[0], bytes) else row[0]
+                    )
+                    return f"{table} id {row_id!r} column {column}"
+            return "a computed value, not a stored one"
+        except sqlite3.Error:
+            return "row not looked up"
+        finally:
+            connection.close()
 
 
 UNDECODABLE_TABLES = ("sessions", "messages")
