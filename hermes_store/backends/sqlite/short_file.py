@@ -58,8 +58,8 @@ def refuse_short_file(path: Path) -> None:
     if start != HEADER:  # SQLite would take a zeroed file for an empty one and write over it
         raise StoreCorruptError(
             str(path),
-            f"{size} bytes that do not start as a SQLite database does: zeroed, "
-            "overwritten, or not a session store",
+            f"{size} bytes, not a database: they do not start as SQLite's do (zeroed, "
+            "overwritten, or another kind of file)",
         )
 
 
