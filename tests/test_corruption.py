@@ -457,10 +457,11 @@ def test_an_empty_file_alone_becomes_a_new_store_and_check_calls_it_empty(
 ) -> None:
     path = tmp_path / "state.db"
     path.write_bytes(b"")
-    done = cli(tmp_path, "check", "--db", str(path))
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "0 bytes, no store" in done.stderr
-    assert path.stat().st_size == 0, "check made a store"
+    for command in (["check"], ["check", "--repair"]):
+        done = cli(tmp_path, *command, "--db", str(path))
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert "0 bytes, no store" in done.stderr, done.stderr
+        assert path.stat().st_size == 0, "check made a store"
     with SessionDB(path) as db:  # touch state.db, then use it: a new store, as before
         db.create_session("s1", "cli")
         assert db.get_session("s1") is not None

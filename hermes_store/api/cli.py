@@ -47,7 +47,7 @@ from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.errors import SessionNotFoundError, StoreError
+from hermes_store.errors import SchemaError, SessionNotFoundError, StoreError
 from hermes_store.schema.state import (
     HEAD_REVISION,
     HEAD_SCHEMA_VERSION,
@@ -656,10 +656,17 @@ def check(
     as_json: bool,
 ) -> int | None:
     """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
+    from hermes_store.backends.sqlite.short_file import is_empty_file
     from hermes_store.tools.check import check as run_check
 
+    target = _target(db, url, patience)
+    if target.path is not None and is_empty_file(target.path):  # --repair would write a header
+        raise SchemaError(
+            f"{target.path} is empty (0 bytes, no store): nothing to check or repair; "
+            "'hermes-store upgrade' makes a new store there"
+        )
     # Looking only reads (the file is neither migrated nor tightened); --repair writes.
-    with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
+    with _open(target, migrate=False, read_only=not repair) as store:
         report = run_check(store, repair=repair)
     if as_json:
         write_json({**asdict(report), "ok": report.ok})
