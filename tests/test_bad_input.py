@@ -433,7 +433,9 @@ def test_ten_megabyte_content_round_trips(db: SessionDB, db_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------
-# lone surrogates: not storable as UTF-8, refused before anything is written
+# lone surrogates: UTF-8 cannot store them. In a session's name (its id, its
+# parent, its source) they are refused before anything is written; in every
+# other text they are stored as U+FFFD, with a log line (issue 27, item 4)
 # ----------------------------------------------------------------------
 LONE = "\ud800"
 MID = "ok\udfffok"
@@ -442,27 +444,47 @@ SURROGATE_CALLS = [
     pytest.param(lambda db: db.create_session(LONE, "cli"), id="create-id"),
     pytest.param(lambda db: db.create_session(MID, "cli"), id="create-id-mid"),
     pytest.param(lambda db: db.create_session("new", LONE), id="create-source"),
-    pytest.param(lambda db: db.create_session("new", "cli", model=MID), id="create-model"),
-    pytest.param(lambda db: db.create_session("new", "cli", system_prompt=LONE), id="create-sp"),
-    pytest.param(lambda db: db.create_session("new", "cli", user_id=LONE), id="create-user"),
     pytest.param(
         lambda db: db.create_session("new", "cli", parent_session_id=LONE), id="create-parent"
     ),
     pytest.param(lambda db: db.ensure_session(LONE), id="ensure-id"),
     pytest.param(lambda db: db.ensure_session("new", MID), id="ensure-source"),
-    pytest.param(lambda db: db.ensure_session("new", model=LONE), id="ensure-model"),
     pytest.param(lambda db: db.end_session(LONE, "x"), id="end-id"),
-    pytest.param(lambda db: db.end_session("s1", MID), id="end-reason"),
     pytest.param(lambda db: db.reopen_session(LONE), id="reopen-id"),
     pytest.param(lambda db: db.update_system_prompt(LONE, "x"), id="prompt-id"),
-    pytest.param(lambda db: db.update_system_prompt("s1", MID), id="prompt-text"),
     pytest.param(lambda db: db.update_token_counts(LONE, input_tokens=1), id="tokens-id"),
+    pytest.param(lambda db: db.append_message(LONE, "user", "x"), id="append-id"),
+    pytest.param(lambda db: db.delete_session(LONE), id="delete-id"),
+    pytest.param(lambda db: db.resolve_session_id(LONE), id="resolve-id"),
+    pytest.param(lambda db: db.resolve_session_id("s" + MID), id="resolve-id-mid"),
+    pytest.param(lambda db: db.prune_sessions(0, source=LONE), id="prune-source"),
+    pytest.param(lambda db: db.search_messages("x", source_filter=[LONE]), id="search-src"),
+    pytest.param(lambda db: db.search_messages("x", exclude_sources=MID), id="search-excl"),
+    pytest.param(lambda db: db.search_sessions(source=LONE), id="sessions-source"),
+    pytest.param(lambda db: db.list_sessions_rich(source=LONE), id="rich-source"),
+    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=[LONE]), id="rich-excl"),
+    pytest.param(lambda db: db.get_compression_tip(LONE), id="compression-tip"),
+    pytest.param(lambda db: db.session_count(LONE), id="count-source"),
+    pytest.param(lambda db: db.export_all(source=LONE), id="export-source"),
+    pytest.param(
+        lambda db: db.append_messages(LONE, [{"role": "user", "content": "ok"}]),
+        id="append-many-id",
+    ),
+    pytest.param(lambda db: db.clear_messages(LONE), id="clear-id"),
+]
+
+SURROGATE_TEXTS = [
+    pytest.param(lambda db: db.create_session("new", "cli", model=MID), id="create-model"),
+    pytest.param(lambda db: db.create_session("new", "cli", system_prompt=LONE), id="create-sp"),
+    pytest.param(lambda db: db.create_session("new", "cli", user_id=LONE), id="create-user"),
+    pytest.param(lambda db: db.ensure_session("new", model=LONE), id="ensure-model"),
+    pytest.param(lambda db: db.end_session("s1", MID), id="end-reason"),
+    pytest.param(lambda db: db.update_system_prompt("s1", MID), id="prompt-text"),
     pytest.param(lambda db: db.update_token_counts("s1", model=LONE), id="tokens-model"),
     pytest.param(lambda db: db.update_token_counts("s1", cost_status=MID), id="tokens-label"),
     pytest.param(
         lambda db: db.update_token_counts("s1", billing_base_url=LONE), id="tokens-billing"
     ),
-    pytest.param(lambda db: db.append_message(LONE, "user", "x"), id="append-id"),
     pytest.param(lambda db: db.append_message("s1", LONE, "x"), id="append-role"),
     pytest.param(lambda db: db.append_message("s1", "user", LONE), id="append-content"),
     pytest.param(lambda db: db.append_message("s1", "user", MID), id="append-content-mid"),
@@ -478,36 +500,45 @@ SURROGATE_CALLS = [
         lambda db: db.append_messages("s1", [{"role": "user", "content": "ok"}, {"role": LONE}]),
         id="append-many-role",
     ),
-    pytest.param(
-        lambda db: db.append_messages(LONE, [{"role": "user", "content": "ok"}]),
-        id="append-many-id",
-    ),
-    pytest.param(lambda db: db.clear_messages(LONE), id="clear-id"),
-    pytest.param(lambda db: db.delete_session(LONE), id="delete-id"),
     pytest.param(lambda db: db.set_session_title("s1", LONE + "x"), id="title"),
     pytest.param(lambda db: db.set_session_title("s1", MID), id="title-mid"),
     pytest.param(lambda db: db.get_session_by_title(LONE), id="by-title"),
-    pytest.param(lambda db: db.resolve_session_id(LONE), id="resolve-id"),
-    pytest.param(lambda db: db.resolve_session_id("s" + MID), id="resolve-id-mid"),
     pytest.param(lambda db: db.resolve_session_by_title(MID), id="resolve"),
     pytest.param(lambda db: db.get_next_title_in_lineage(LONE), id="next-title"),
-    pytest.param(lambda db: db.prune_sessions(0, source=LONE), id="prune-source"),
-    pytest.param(lambda db: db.search_messages("x", source_filter=[LONE]), id="search-src"),
-    pytest.param(lambda db: db.search_messages("x", exclude_sources=MID), id="search-excl"),
     pytest.param(lambda db: db.search_messages("x", role_filter=[LONE]), id="search-role"),
-    pytest.param(lambda db: db.search_sessions(source=LONE), id="sessions-source"),
-    pytest.param(lambda db: db.list_sessions_rich(source=LONE), id="rich-source"),
-    pytest.param(lambda db: db.list_sessions_rich(exclude_sources=[LONE]), id="rich-excl"),
-    pytest.param(lambda db: db.get_compression_tip(LONE), id="compression-tip"),
-    pytest.param(lambda db: db.session_count(LONE), id="count-source"),
-    pytest.param(lambda db: db.export_all(source=LONE), id="export-source"),
 ]
 
 
 @pytest.mark.parametrize("call", SURROGATE_CALLS)
-def test_lone_surrogates_are_invalid_input(seeded: SessionDB, call: Call) -> None:
+def test_lone_surrogates_in_a_session_name_are_invalid_input(seeded: SessionDB, call: Call) -> None:
     error = assert_rejected(seeded, call)
     assert "surrogate" in str(error) or "Unicode" in str(error)
+
+
+def _has_lone_surrogate(state: Any) -> bool:
+    """True when any string in ``state`` (nested lists, tuples, dicts) holds a lone surrogate."""
+    if isinstance(state, str):
+        return any(0xD800 <= ord(c) <= 0xDFFF for c in state)
+    if isinstance(state, dict):
+        return any(_has_lone_surrogate(v) for v in (*state.keys(), *state.values()))
+    if isinstance(state, list | tuple | set):
+        return any(_has_lone_surrogate(v) for v in state)
+    return False
+
+
+@pytest.mark.parametrize("call", SURROGATE_TEXTS)
+def test_lone_surrogates_in_a_text_are_stored_as_replacement_characters(
+    seeded: SessionDB, call: Call, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = snapshot(seeded)
+    with caplog.at_level("WARNING", logger="hermes_store"):
+        call(seeded)  # nothing of the turn is refused
+    after = snapshot(seeded)
+    assert _has_lone_surrogate([{"x": ("a", MID)}]), "the probe must see one"
+    assert not _has_lone_surrogate(after)
+    if after != before:  # a write: the text is there, with U+FFFD in place
+        assert "\ufffd" in repr(after) and "\ufffd" not in repr(before)
+    assert any("lone surrogate" in r.getMessage() for r in caplog.records)
 
 
 def test_surrogate_in_a_search_query_is_not_an_error(seeded: SessionDB) -> None:
@@ -933,11 +964,11 @@ def test_unserializable_model_config_is_invalid_input(seeded: SessionDB, value: 
 
 def test_odd_but_serializable_json_round_trips(seeded: SessionDB) -> None:
     calls = [{"id": "c1", "args": {"text": 'NUL\x00 quote" back\\slash', "n": [1, 2.5, None]}}]
-    details = [{"unicode": "中文 🚀", "lone": "\ud800 survives as JSON escape"}]
+    details = [{"unicode": "中文 🚀", "lone": "\ud800 becomes U+FFFD"}]
     seeded.append_message("s1", "assistant", None, tool_calls=calls, reasoning_details=details)
     last = seeded.get_messages("s1")[-1]
     assert last["tool_calls"] == calls
-    assert last["reasoning_details"] == details
+    assert last["reasoning_details"] == [{"unicode": "中文 🚀", "lone": "\ufffd becomes U+FFFD"}]
 
 
 # ----------------------------------------------------------------------

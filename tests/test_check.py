@@ -143,3 +143,28 @@ def test_a_stale_trigram_index_is_reported_as_stale_and_rebuilt(db_path: Path, d
     assert check(db.store).fts is None
     assert len(db.search_messages("记忆断裂", limit=50)) == 20
     db.close()
+
+
+def test_a_text_that_is_not_utf8_is_reported_by_row_and_rewritten(db_path: Path) -> None:
+    from tests.test_facade import READ_AS, plant_bad_text
+
+    message_id = plant_bad_text(db_path)
+    db = SessionDB(db_path)
+    report = check(db.store)
+    assert not report.ok, "check says ok while a text cannot be decoded"
+    assert report.undecodable == [
+        {"table": "sessions", "id": "bad", "column": "title"},
+        {"table": "messages", "id": message_id, "column": "content"},
+    ]
+    repaired = check(db.store, repair=True)
+    assert repaired.ok and repaired.rewrote_undecodable
+    after = check(db.store)
+    assert after.ok and after.undecodable == []
+    assert db.get_messages("bad")[-1]["content"] == READ_AS
+    assert [r["id"] for r in db.search_messages("time")] == [message_id]
+    db.close()
+    with sqlite3.connect(db_path) as raw:  # the file now holds the replaced text as UTF-8
+        (stored,) = raw.execute(
+            "SELECT CAST(content AS BLOB) FROM messages WHERE id = ?", (message_id,)
+        ).fetchone()
+    assert bytes(stored).decode("utf-8") == READ_AS

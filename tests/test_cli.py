@@ -682,7 +682,7 @@ def test_reading_commands_refuse_an_empty_file_and_a_foreign_database(
     with sqlite3.connect(foreign) as raw:
         raw.execute("CREATE TABLE foo (x INTEGER)")
     before = _files(tmp_path)
-    one_error_line(cli(*args, "--db", str(empty)), "no session store yet")
+    one_error_line(cli(*args, "--db", str(empty)), "0 bytes, no store")
     one_error_line(cli(*args, "--db", str(foreign)), "not a Hermes session store", "foo")
     _unchanged(before, _files(tmp_path))
 

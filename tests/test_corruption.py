@@ -8,6 +8,7 @@ empty result, or report a delete that did not happen.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -355,3 +356,132 @@ def test_check_on_a_damaged_file_names_the_next_step_not_itself(
         assert done.returncode == 1 and "Traceback" not in said, said
         assert f"hermes-store recover --from {path}" in said, said
         assert "hermes-store check'" not in said and "'hermes-store check " not in said, said
+
+
+def garble_schema_text(path: Path) -> None:
+    """One byte of ``CREATE TABLE messages`` made a byte that is not UTF-8, in every copy."""
+    data = path.read_bytes()
+    assert b"CREATE TABLE messages (" in data
+    path.write_bytes(data.replace(b"CREATE TABLE messages (", b"CREATE\xffTABLE messages ("))
+
+
+def test_a_schema_text_that_is_not_utf8_is_named_damage(pristine: Path, tmp_path: Path) -> None:
+    """SQLite's "malformed schema" message then quotes raw bytes, which the driver cannot decode."""
+    path = tmp_path / "state.db"
+    path.write_bytes(pristine.read_bytes())
+    os.chmod(path, 0o600)
+    garble_schema_text(path)
+    before = path.read_bytes()
+    for open_it in (lambda: SessionDB(path), lambda: Store(path, read_only=True)):
+        with pytest.raises(StoreCorruptError) as raised:
+            open_it()
+        assert str(path) in str(raised.value) and "schema" in raised.value.detail
+    for command in ("check", "sessions"):
+        done = cli(tmp_path, command, "--db", str(path))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "damaged" in done.stderr and "hermes-store recover" in done.stderr
+    assert path.read_bytes() == before
+
+
+_EXTENDED_CODE_CHILD = """
+import json, sys
+from hermes_store import SessionDB, StoreCorruptError
+from hermes_store.backends.sqlite import library
+path = sys.argv[1]
+db = SessionDB(path)
+db.create_session("s1", "cli")
+db.append_messages("s1", [{"role": "user", "content": f"hello world {i}"} for i in range(50)])
+raw = library.driver.connect(path)
+raw.execute("UPDATE messages_fts_data SET block = x'0102030405060708'")
+raw.commit()
+try:
+    raw.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'hello'").fetchall()
+    code = None
+except library.driver.DatabaseError as error:
+    code = error.sqlite_errorcode
+raw.close()
+try:
+    db.search_messages("hello")
+    outcome = "answered"
+except StoreCorruptError as error:
+    outcome = "named: " + str(error)
+except Exception as error:
+    outcome = f"{type(error).__name__}: {error}"
+print(json.dumps({"module": library.MODULE, "code": code, "outcome": outcome}))
+"""
+
+
+def test_an_extended_corruption_code_is_named_damage(tmp_path: Path) -> None:
+    """FTS5's ``SQLITE_CORRUPT_VTAB`` (267, primary code 11) is damage as plain CORRUPT is.
+
+    pysqlite3 reports primary codes only; the stdlib module reports extended
+    ones, so the drill runs in a child on it (``HERMES_STORE_SQLITE=system``).
+    """
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "HERMES_STORE_SQLITE": "system"}
+    done = subprocess.run(
+        [sys.executable, "-c", _EXTENDED_CODE_CHILD, str(tmp_path / "state.db")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["module"] == "sqlite3"
+    assert seen["code"] == 267, "the drill no longer produces SQLITE_CORRUPT_VTAB"
+    assert seen["outcome"].startswith("named: "), seen["outcome"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"S", b"x" * 50, bytes(50), bytes(4096), b"SQLite format 3\x00" + bytes(40)],
+    ids=["1-byte", "50-junk", "50-zeros", "zeroed-page", "cut-header"],
+)
+def test_a_file_too_short_or_zeroed_is_named_never_replaced(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(content)
+    for open_it in (lambda: SessionDB(path), lambda: Store(path, read_only=True)):
+        with pytest.raises(StoreCorruptError) as raised:
+            open_it()
+        assert str(path) in str(raised.value)
+    assert path.read_bytes() == content, "the damaged file was written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]
+
+
+def test_an_empty_file_with_backups_of_it_is_not_made_a_new_store(tmp_path: Path) -> None:
+    from hermes_store.tools.backup import backup
+
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s1", "cli")
+    made = backup(path, tmp_path / "backups", keep=1)
+    path.write_bytes(b"")  # truncated to nothing: a full disk, a torn copy
+    with pytest.raises(StoreCorruptError) as raised:
+        SessionDB(path)
+    assert "0 bytes" in str(raised.value) and "backup" in str(raised.value)
+    assert str(made.path) in str(raised.value)
+    assert path.stat().st_size == 0
+
+
+def test_an_empty_file_with_a_wal_beside_it_is_not_made_a_new_store(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"")
+    Path(f"{path}-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))
+    with pytest.raises(StoreCorruptError, match="state.db-wal"):
+        SessionDB(path)
+    assert path.stat().st_size == 0 and Path(f"{path}-wal").stat().st_size == 32
+
+
+def test_an_empty_file_alone_becomes_a_new_store_and_check_calls_it_empty(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"")
+    for command in (["check"], ["check", "--repair"]):
+        done = cli(tmp_path, *command, "--db", str(path))
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert "0 bytes, no store" in done.stderr, done.stderr
+        assert path.stat().st_size == 0, "check made a store"
+    with SessionDB(path) as db:  # touch state.db, then use it: a new store, as before
+        db.create_session("s1", "cli")
+        assert db.get_session("s1") is not None

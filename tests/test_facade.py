@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import closing
@@ -608,6 +610,27 @@ def test_append_messages_empty_batch_writes_nothing(db: SessionDB) -> None:
     assert raw_message_count(db) == 0
 
 
+def test_a_turn_with_lone_surrogates_is_stored_whole(db: SessionDB) -> None:
+    """Scraped text carries lone surrogates: the turn is kept, each one as U+FFFD."""
+    db.create_session("scraped", "cli")
+    ids = db.append_messages(
+        "scraped",
+        [
+            {"role": "user", "content": "look this up"},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "args": {"q": "\udc80"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "page \ud83d text"},
+            {"role": "assistant", "content": "done", "reasoning": "read \udfff"},
+        ],
+    )
+    assert len(ids) == 4
+    stored = db.get_messages("scraped")
+    assert stored[1]["tool_calls"] == [{"id": "c1", "args": {"q": "\ufffd"}}]
+    assert stored[2]["content"] == "page \ufffd text"
+    assert stored[3]["reasoning"] == "read \ufffd"
+    assert counters(db, "scraped") == (4, 1)
+    assert fts_rowids(db, "page") == {ids[2]}
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -617,7 +640,6 @@ def test_append_messages_empty_batch_writes_nothing(db: SessionDB) -> None:
         {"content": "no role"},
         {"role": ""},
         {"role": "user", "token_count": "12"},
-        {"role": "user", "content": "\ud800"},
         "not a dict",
     ],
     ids=[
@@ -627,7 +649,6 @@ def test_append_messages_empty_batch_writes_nothing(db: SessionDB) -> None:
         "no-role",
         "empty-role",
         "token_count-str",
-        "lone-surrogate",
         "not-a-dict",
     ],
 )
@@ -1071,3 +1092,65 @@ def test_top_sessions_by_tokens(db: SessionDB) -> None:
     assert top[0]["estimated_cost_usd"] == pytest.approx(0.01)
     assert [t["id"] for t in db.top_sessions_by_tokens(2)] == ["big", "medium"]
     assert db.top_sessions_by_tokens(0) == []
+
+
+# ----------------------------------------------------------------------
+# a stored text that is not UTF-8 (bit rot, another program): read with U+FFFD
+# ----------------------------------------------------------------------
+BAD_TEXT = "636166ff2074696d65"  # b"caf\xff time": one byte that is not UTF-8
+READ_AS = "caf\ufffd time"
+BAD_TITLE = "7469746c65ff"  # b"title\xff"
+TITLE_READ_AS = "title\ufffd"
+
+
+def plant_bad_text(path: Path) -> int:
+    """A store whose one assistant message (and one title) holds a byte that is not UTF-8."""
+    with SessionDB(path) as db:
+        db.create_session("bad", "cli")
+        db.create_session("fine", "cli")
+        db.set_session_title("fine", "ok title")
+        db.append_message("bad", "user", "hello world")
+        db.append_message("fine", "user", "hello there")
+        (message_id,) = db.append_messages("bad", [{"role": "assistant", "content": "cafe time"}])
+    with closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute(
+            f"UPDATE messages SET content = CAST(x'{BAD_TEXT}' AS TEXT) WHERE id = ?", (message_id,)
+        )
+        raw.execute(f"UPDATE sessions SET title = CAST(x'{BAD_TITLE}' AS TEXT) WHERE id = 'bad'")
+    return message_id
+
+
+def test_a_text_that_is_not_utf8_reads_with_replacement_and_a_log_line(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    message_id = plant_bad_text(db_path)
+    db = SessionDB(db_path)
+    with caplog.at_level("WARNING", logger="hermes_store"):
+        assert db.get_messages("bad")[-1]["content"] == READ_AS
+        assert db.get_messages_as_conversation("bad")[-1]["content"] == READ_AS
+        exported = db.export_session("bad")
+        assert exported is not None and exported["messages"][-1]["content"] == READ_AS
+        assert exported["title"] == TITLE_READ_AS
+        found = db.search_messages("time")
+        assert [(r["id"], r["context"][-1]["content"]) for r in found] == [(message_id, READ_AS)]
+        listing = {s["id"]: s for s in db.list_sessions_rich()}
+        assert set(listing) == {"bad", "fine"} and listing["bad"]["title"] == TITLE_READ_AS
+    db.close()
+    said = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert said and all(str(db_path) in line and "check --repair" in line for line in said)
+    assert any(f"messages id {message_id} column content" in line for line in said)
+    assert any("sessions id 'bad' column title" in line for line in said)
+
+
+def test_the_command_line_shows_and_exports_a_text_that_is_not_utf8(db_path: Path) -> None:
+    plant_bad_text(db_path)
+    for command in (["show", "bad"], ["export"], ["sessions"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "hermes_store.api.cli", *command, "--db", str(db_path)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+            timeout=120,
+        )
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        assert (TITLE_READ_AS if command == ["sessions"] else READ_AS) in done.stdout

@@ -8,6 +8,7 @@ could not land says so in the store's own words, naming the file.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -17,9 +18,12 @@ from typing import Any
 
 import pytest
 
+from tests import refused_creates
+
 pytestmark = pytest.mark.sqlite_only("a SQLite file on a file system without space")
 
 WORKER = Path(__file__).with_name("full_disk_worker.py")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run_worker(scenario: str, path: Path, *, on_small_disk: bool = False) -> dict[str, Any]:
@@ -54,3 +58,40 @@ def test_a_failed_checkpoint_never_fails_the_write_that_committed(db_path: Path)
     # The failed checkpoint is retried at the next commit, not 5 commits later:
     # once the disk has room, the append right after it moves the WAL's pages in.
     assert report["size_after_last"] > report["size_before_last"] + 4096
+
+
+_SPENT_QUOTA_CHILD = """
+import errno, sys
+from refused_creates import refuse_creates
+from hermes_store import Store, StoreError
+refuse_creates(errno.EDQUOT)
+try:
+    Store(sys.argv[1])
+    print("opened")
+except StoreError as error:
+    print(type(error).__name__, "|", error)
+"""
+
+
+@pytest.mark.skipif(not refused_creates.supported(), reason="seccomp filter for x86_64/aarch64")
+def test_a_spent_disk_quota_is_named_a_full_disk(tmp_path: Path) -> None:
+    """``EDQUOT`` from the kernel, creating the file, is a full disk as ``ENOSPC`` is.
+
+    The kernel refuses the child's file creation with ``EDQUOT`` (a seccomp
+    filter, see tests/refused_creates.py: no file system here has quotas a
+    test can set); the store's own ``os.open`` meets it.
+    """
+    path = tmp_path / "state.db"
+    environment = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SPENT_QUOTA_CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    kind, _, message = done.stdout.strip().splitlines()[-1].partition(" | ")
+    assert kind == "StoreFullError", done.stdout
+    assert str(path) in message and "quota" in message.lower()
+    assert not path.exists()

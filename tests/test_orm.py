@@ -603,7 +603,6 @@ def test_a_read_unit_s_orm_reads_and_refuses_to_write(db: SessionDB, store: Stor
         (lambda: Message(session_id="s1", role=5), "messages.role"),
         (lambda: Message(session_id="s1", role="user", token_count=-1), "messages.token_count"),
         (lambda: Message(session_id="s1", role="user", timestamp="noon"), "messages.timestamp"),
-        (lambda: Message(session_id="s1", role="user", content="\udcff"), "messages.content"),
         (lambda: Message(role="user"), "messages.session_id"),
         (lambda: Session(source="cli"), "sessions.id"),
         (lambda: Session(id="new", source=None), "sessions.source"),
@@ -620,6 +619,26 @@ def test_bad_values_are_invalid_input_naming_the_column(
     with pytest.raises(InvalidInputError) as caught, store.write() as uow:
         uow.orm.add(make())
     assert column in str(caught.value)
+    assert snapshot(store) == before
+
+
+def test_lone_surrogates_are_stored_as_replacement_characters_through_the_orm(
+    db: SessionDB, store: Store
+) -> None:
+    db.create_session("s1", source="cli")
+    with store.write() as uow:
+        uow.orm.add(
+            Message(session_id="s1", role="user", content="a\udcffb", tool_calls=["\ud800"])
+        )
+        uow.orm.add(Session(id="s2", source="cli", system_prompt="\ud800", title="T\udfff"))
+    assert db.get_messages("s1")[-1]["content"] == "a\ufffdb"
+    assert db.get_messages("s1")[-1]["tool_calls"] == ["\ufffd"]
+    session = db.get_session("s2")
+    assert session is not None
+    assert (session["system_prompt"], session["title"]) == ("\ufffd", "T\ufffd")
+    before = snapshot(store)
+    with pytest.raises(InvalidInputError, match="sessions.id"), store.write() as uow:
+        uow.orm.add(Session(id="s\ud800", source="cli"))  # a name is never mended
     assert snapshot(store) == before
 
 

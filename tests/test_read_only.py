@@ -57,7 +57,7 @@ def test_a_missing_file_is_not_created(tmp_path: Path) -> None:
 def test_an_empty_file_holds_no_store_and_stays_empty(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     path.touch()
-    with pytest.raises(SchemaError, match="no session store yet"):
+    with pytest.raises(SchemaError, match="0 bytes, no store"):
         Store(path, read_only=True)
     assert path.read_bytes() == b""
 

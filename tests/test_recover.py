@@ -522,3 +522,16 @@ def test_an_agent_file_with_a_damaged_column_name_loses_nothing(tmp_path: Path) 
     rows = recovered_rows(tmp_path / "from-damaged.db")
     assert rows == recovered_rows(tmp_path / "from-whole.db")
     assert report.messages_recovered == expected.messages_recovered
+
+
+def test_a_message_whose_text_is_not_utf8_is_kept(tmp_path: Path) -> None:
+    from tests.test_facade import READ_AS, plant_bad_text
+
+    source = tmp_path / "state.db"
+    message_id = plant_bad_text(source)
+    target = tmp_path / "recovered.db"
+    recover(source, target)
+    with SessionDB(target) as db:
+        kept = {m["id"]: m["content"] for m in db.get_messages("bad")}
+        assert kept[message_id] == READ_AS
+        assert len(kept) == 2

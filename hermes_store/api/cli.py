@@ -701,11 +701,18 @@ def check(
     as_json: bool,
 ) -> int | None:
     """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
+    from hermes_store.backends.sqlite.short_file import is_empty_file
     from hermes_store.tools.check import check as run_check
 
+    target = _target(db, url, patience)
+    if target.path is not None and is_empty_file(target.path):  # --repair would write a header
+        raise SchemaError(
+            f"{target.path} is empty (0 bytes, no store): nothing to check or repair; "
+            "'hermes-store upgrade' makes a new store there"
+        )
     # Looking only reads (the file is neither migrated nor tightened); --repair writes.
     try:
-        with _open(_target(db, url, patience), migrate=False, read_only=not repair) as store:
+        with _open(target, migrate=False, read_only=not repair) as store:
             report = run_check(store, repair=repair)
     except StoreCorruptError as error:  # too damaged to open: no survey, only the way out
         return _unopenable(error, as_json)
@@ -734,6 +741,14 @@ def check(
     fk = f"{len(report.foreign_keys)} dangling reference(s)" if report.foreign_keys else None
     show(render.status_line("foreign keys", fk))
     show(render.status_line("full-text index", report.fts, report.rebuilt_fts))
+    if report.undecodable:
+        rows = ", ".join(f"{r['table']} id {r['id']} {r['column']}" for r in report.undecodable[:5])
+        more = len(report.undecodable) - 5
+        rows += f" (and {more} more)" if more > 0 else ""
+        bad_text = f"{len(report.undecodable)} text value(s) not UTF-8: {rows}"
+    else:
+        bad_text = None
+    show(render.status_line("stored text", bad_text, report.rewrote_undecodable))
     counted = f"{len(report.miscounted)} miscounted session(s)" if report.miscounted else None
     show(render.status_line("counters", counted, bool(report.repaired_counters)))
     if report.miscounted:
@@ -743,7 +758,7 @@ def check(
     if report.ok:
         say(("ok", "bold green"))
         return None
-    hint = "" if repair else "; 'hermes-store check --repair' mends counters and indexes"
+    hint = "" if repair else "; 'hermes-store check --repair' mends counters, indexes and text"
     say((f"problems found{hint}", "bold red"))
     return 1
 

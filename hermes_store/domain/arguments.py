@@ -1,18 +1,23 @@
 """Argument checks shared by the facade: reject early, name the argument, write nothing.
 
 SQLite would accept almost anything (it is dynamically typed), so without
-these checks a wrong type is stored silently and surfaces much later; a lone
-surrogate fails deep inside the driver with a message naming no argument.
+these checks a wrong type is stored silently and surfaces much later. A lone
+surrogate (UTF-8 cannot store it) is replaced by U+FFFD in texts and refused
+in the names of sessions (:data:`KEYS`), with a log line either way.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Literal, overload
 
 from hermes_store.errors import InvalidInputError
+
+_log = logging.getLogger(__name__)
 
 
 @overload
@@ -38,10 +43,53 @@ def text_arg(
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
-        raise InvalidInputError(
-            f"{name} is not valid Unicode text (lone surrogate at position {error.start})"
-        ) from None
+        if name.partition("[")[0] in KEYS:
+            raise InvalidInputError(
+                f"{name} is not valid Unicode text (lone surrogate at position {error.start})"
+            ) from None
+        return replace_surrogates(name, value)
     return value
+
+
+KEYS = frozenset(
+    {
+        "session_id",
+        "parent_session_id",
+        "session_id_or_prefix",
+        "id",
+        "source",
+        "source_filter",
+        "exclude_sources",
+        "sessions.id",
+        "sessions.parent_session_id",
+        "sessions.source",
+        "messages.session_id",
+    }
+)
+"""Arguments that name a session (its id, its parent, its source): a lone surrogate is refused.
+
+Two different names must never become one, so a key is not mended; the
+agent makes these itself and never from scraped text.
+"""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_surrogates(name: str, value: str) -> str:
+    """``value`` with each lone surrogate as U+FFFD, and a log line saying so.
+
+    Text that tools scrape from web pages carries lone surrogates, which UTF-8
+    cannot store; refusing the message made the agent's caller drop the whole
+    turn (and stop saving the session), so the text is kept with U+FFFD in
+    their place instead.
+    """
+    replaced, count = _SURROGATE.subn("\ufffd", value)
+    _log.warning(
+        "%s held %d lone surrogate(s), which UTF-8 cannot store: kept with U+FFFD in their place",
+        name,
+        count,
+    )
+    return replaced
 
 
 INT64_MIN = -(2**63)
@@ -110,6 +158,8 @@ def json_arg(name: str, value: Any) -> str | None:
         return None
     try:
         encoded = _JSON.encode(value)
+        if "\\ud" in encoded:  # a surrogate escape: a pair (non-BMP), or a lone one
+            encoded = _without_lone_surrogates(name, value, encoded)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"{name} is not JSON-serializable: {error}") from None
     except RecursionError:
@@ -117,6 +167,24 @@ def json_arg(name: str, value: Any) -> str | None:
             f"{name} is nested too deeply to store as JSON (Python's recursion limit)"
         ) from None
     return text_arg(name, encoded)
+
+
+_JSON_RAW = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
+
+
+def _without_lone_surrogates(name: str, value: Any, encoded: str) -> str:
+    """``encoded`` again with each lone surrogate of ``value``'s strings as U+FFFD.
+
+    The ASCII encoding escapes a lone surrogate (``\\ud800``) as it escapes a
+    pair, so it is storable, but reads back as a string no UTF-8 writer
+    accepts: the caller's next step (a request, a file) fails instead.
+    """
+    raw = _JSON_RAW.encode(value)
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        return _JSON.encode(json.loads(replace_surrogates(name, raw)))
+    return encoded
 
 
 def names_arg(name: str, value: Any) -> list[str] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from hermes_store.domain.arguments import text_arg
 from hermes_store.errors import InvalidInputError
 
 MAX_TITLE_LENGTH = 100
@@ -33,10 +34,8 @@ def clean_title(title: str | None) -> str | None:
     cleaned = _WHITESPACE.sub(" ", cleaned).strip()
     if not cleaned:
         return None
-    try:
-        cleaned.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError("title is not valid Unicode text (lone surrogate)") from None
+    if not cleaned.isascii():
+        cleaned = text_arg("title", cleaned)  # a lone surrogate becomes U+FFFD
     if len(cleaned) > MAX_TITLE_LENGTH:
         raise InvalidInputError(
             f"title too long ({len(cleaned)} characters, max {MAX_TITLE_LENGTH})"

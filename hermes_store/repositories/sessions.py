@@ -651,7 +651,7 @@ class SessionRepository:
         end it anew. An unknown id is SessionNotFoundError.
         """
         text_arg("session_id", session_id)
-        text_arg("end_reason", end_reason, optional=True)
+        end_reason = text_arg("end_reason", end_reason, optional=True)
         params = {"p_id": session_id, "p_at": self._clock(), "p_reason": end_reason}
         if not (self._changed(_END, params) or self.exists(session_id)):
             raise SessionNotFoundError(session_id)
@@ -664,7 +664,7 @@ class SessionRepository:
     def set_system_prompt(self, session_id: str, prompt: str | None) -> None:
         """Replace the session's system prompt snapshot (None clears it)."""
         text_arg("session_id", session_id)
-        text_arg("system_prompt", prompt, optional=True)
+        prompt = text_arg("system_prompt", prompt, optional=True)
         if not self._r.system_prompts:
             changed = self._changed(_SET_PROMPT, {"p_id": session_id, "p_prompt": prompt})
         else:
@@ -908,13 +908,13 @@ class SessionRepository:
 
     def by_title(self, title: str) -> SessionRecord | None:
         """The session holding exactly this title, if any."""
-        text_arg("title", title)
+        title = text_arg("title", title)
         row = self._c.execute(self._r.by_title, {"p_title": title}).mappings().first()
         return None if row is None else SessionRecord(**row)
 
     def resolve_by_title(self, title: str) -> str | None:
         """The newest session of the lineage: "T #3" beats "T #2" beats "T"."""
-        text_arg("title", title)
+        title = text_arg("title", title)
         ranked = [
             (number, started_at, session_id)
             for session_id, stored, started_at in self._title_family(title)
@@ -924,7 +924,7 @@ class SessionRepository:
 
     def next_title_in_lineage(self, base_title: str) -> str:
         """ "Fix Docker Build" -> "Fix Docker Build #2" (or the next free number)."""
-        text_arg("base_title", base_title)
+        base_title = text_arg("base_title", base_title)
         base = lineage_base(base_title)
         return next_in_lineage(base, (stored for _, stored, _ in self._title_family(base)))
 

@@ -31,10 +31,11 @@ import os
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hermes_store.backends.sqlite import library
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.backends.sqlite.stored_text import rewrite_undecodable, undecodable_rows
 from hermes_store.errors import ReadOnlyStoreError, StoreCorruptError
 from hermes_store.repositories.maintenance import (
     MaintenanceRepository,
@@ -62,6 +63,10 @@ class CheckReport:
     repaired_totals: bool = False
     rebuilt_fts: bool = False
     repaired_identity: bool = False
+    undecodable: list[dict[str, Any]] = field(default_factory=list)
+    """SQLite only: text values that are not UTF-8, each as table, id and column."""
+    rewrote_undecodable: bool = False
+    """Those values were stored again as the text they read as (U+FFFD for the bad bytes)."""
     damage: DamageSurvey | None = None
     """SQLite pages found damaged: the survey of what still reads (nothing else was run)."""
     sqlite_library: str | None = None
@@ -76,7 +81,15 @@ class CheckReport:
         fts_ok = self.fts is None or self.rebuilt_fts
         integrity_ok = not self.integrity or self.repaired_identity
         totals_ok = not self.totals or self.repaired_totals
-        return integrity_ok and not self.foreign_keys and counters_ok and fts_ok and totals_ok
+        text_ok = not self.undecodable or self.rewrote_undecodable
+        return (
+            integrity_ok
+            and not self.foreign_keys
+            and counters_ok
+            and fts_ok
+            and totals_ok
+            and text_ok
+        )
 
 
 def check(store: Store, *, repair: bool = False) -> CheckReport:
@@ -107,6 +120,9 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
         if report.integrity and uow.connection.dialect.name == "sqlite":
             return  # damaged pages: the other checks would stop at them; nothing is mended
         report.foreign_keys = maintenance.foreign_key_problems()
+        driver = uow.connection.connection.driver_connection
+        if uow.connection.dialect.name == "sqlite":
+            report.undecodable = undecodable_rows(cast(sqlite3.Connection, driver))
         if store.read_only and store.path is not None:
             fts, report.unchecked_fts = _fts_of_read_only(store.path, uow.layout, store)
         else:
@@ -120,6 +136,9 @@ def _run(store: Store, report: CheckReport, repair: bool) -> None:
             if report.integrity and uow.connection.dialect.name != "sqlite":
                 maintenance.repair_identity()  # the only PostgreSQL integrity finding
                 report.repaired_identity = True
+            if report.undecodable:  # before the indexes are rebuilt from the text
+                rewrite_undecodable(cast(sqlite3.Connection, driver), report.undecodable)
+                report.rewrote_undecodable = True
             maintenance.repair_counters(report.miscounted)
             report.repaired_counters = len(report.miscounted)
             if report.stale_fts:

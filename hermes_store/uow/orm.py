@@ -449,7 +449,9 @@ def _check_values(obj: Any, *, every_column: bool) -> None:
         elif isinstance(column_type, REAL):
             number_arg(label, value)
         elif isinstance(column_type, Text):
-            text_arg(label, value, non_empty=label in _NON_EMPTY)
+            checked = text_arg(label, value, non_empty=label in _NON_EMPTY)
+            if checked is not value:  # a lone surrogate became U+FFFD: store that
+                setattr(obj, key, checked)
 
 
 def _required(column: Any, obj: Any) -> bool:

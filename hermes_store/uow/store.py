@@ -32,6 +32,7 @@ from hermes_store.backends.sqlite.private_files import (
     require_existing_database,
     tighten_private_database,
 )
+from hermes_store.backends.sqlite.short_file import is_empty_file, refuse_short_file
 from hermes_store.domain.arguments import number_arg
 from hermes_store.errors import InvalidInputError, ReadOnlyStoreError, SchemaError
 from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
@@ -112,6 +113,7 @@ class Store:
         self.path: Path | None = sqlite_file(self.url)
         self._failures = Failures.of(self.url)
         if self.path is not None:
+            refuse_short_file(self.path)  # before SQLite would write a new store over it
             if read_only:
                 require_existing_database(self.path)
             else:
@@ -206,6 +208,11 @@ class Store:
                 )
             if sqlite and ladder is Ladder.EMPTY:
                 refuse_foreign_file(uow.connection, self._where())
+                if self.read_only and self.path is not None and is_empty_file(self.path):
+                    raise SchemaError(
+                        f"{self._where()} is empty (0 bytes, no store); a read-only open "
+                        "creates none: 'hermes-store upgrade' makes a new store there"
+                    )
                 if self.read_only:
                     raise SchemaError(
                         f"{self._where()} holds no session store yet, and a read-only open "

@@ -14,9 +14,11 @@ through :class:`SqliteRules`, which each connection carries:
   plain deferred ``BEGIN`` for readers, which in WAL never wait for writers.
   A locked database is retried with random jitter (20-150 ms) until a time
   budget runs out -- jitter breaks the convoy of writers retrying in step;
-* on connect, too: which files the connection opened (database, ``-wal``,
-  ``-shm``), so that a file replaced under the store is noticed before the
-  next unit of work (:mod:`hermes_store.backends.sqlite.file_identity`);
+* on connect, too: a decoder for stored text that is not UTF-8
+  (:mod:`hermes_store.backends.sqlite.stored_text`), and which files the
+  connection opened (database, ``-wal``, ``-shm``), so that a file replaced
+  under the store is noticed before the next unit of work
+  (:mod:`hermes_store.backends.sqlite.file_identity`);
 * after every 50 successful write commits: a PASSIVE WAL checkpoint, which
   never blocks, so the ``-wal`` file does not grow without bound (run by the
   unit of work right after its commit, see :meth:`SqliteRules.after_write_commit`;
@@ -41,14 +43,14 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.location import sqlite_file
 from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.backends.sqlite import library
+from hermes_store.backends.sqlite import library, stored_text
 from hermes_store.backends.sqlite.file_identity import OpenedFiles
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.private_files import (
     UnsafeDatabasePathError,
     require_fit_replacement,
 )
-from hermes_store.errors import StoreLockedError, StoreReplacedError
+from hermes_store.errors import StoreCorruptError, StoreLockedError, StoreReplacedError
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _log = logging.getLogger(__name__)
@@ -230,6 +232,7 @@ def _install_sqlite_rules(
     rules = SqliteRules(policy, database)
     synchronous = f"PRAGMA synchronous = {durability.sqlite_synchronous}"
     owner = _owner(opened_path)
+    decode = stored_text.decoder(database, opened_path)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
@@ -241,8 +244,22 @@ def _install_sqlite_rules(
             except UnsafeDatabasePathError as error:
                 dbapi_connection.close()
                 raise StoreReplacedError(f"{error}; nothing was written to it") from None
+        try:
+            _prepare(dbapi_connection, record)
+        except UnicodeDecodeError as error:
+            # SQLite's message quotes the schema text it could not parse, and the
+            # driver decodes messages strictly: bytes that are not UTF-8 in
+            # sqlite_master surface as a decoding error instead of "malformed".
+            raise StoreCorruptError(
+                database,
+                f"its schema text (sqlite_master) is not UTF-8 and cannot be parsed: {error}",
+            ) from error
+
+    def _prepare(dbapi_connection: sqlite3.Connection, record: Any) -> None:
         # Autocommit at the driver level: transactions begin only where we say.
         dbapi_connection.isolation_level = None
+        # A text that is not UTF-8 reads as text with U+FFFD, not as an error.
+        dbapi_connection.text_factory = decode
         dbapi_connection.execute(f"PRAGMA busy_timeout = {rules.busy_timeout_ms}")
         dbapi_connection.execute("PRAGMA foreign_keys = ON")
         # Set even for FULL: a build whose default is NORMAL must not weaken it silently.

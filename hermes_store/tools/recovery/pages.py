@@ -361,7 +361,9 @@ def decode_record(payload: bytes, encoding: str = "utf-8") -> list[Any] | None:
                 chunk = payload[body : body + width]
                 if len(chunk) != width:
                     return None
-                values.append(chunk.decode(encoding) if serial % 2 else bytes(chunk))
+                # Bad bytes in a text (bit rot, another program) cost the bytes, not the row.
+                text = chunk.decode(encoding, errors="replace") if serial % 2 else None
+                values.append(bytes(chunk) if text is None else text)
                 body += width
             else:
                 return None  # 10 and 11 are reserved
