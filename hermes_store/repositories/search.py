@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import TextClause
 
-from hermes_store.backends.postgresql.search import word_statement
+from hermes_store.backends.postgresql.search import nth_newest_statement, word_statement
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
@@ -260,6 +260,8 @@ class SearchRepository:
         self.has_bigrams = not self.postgresql and layout.bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
         self._filter_index = SEARCH_FILTER_INDEX if layout.search_filter else None
+        self._nth = nth_newest_statement if self.postgresql else _nth_newest_statement
+        """The statement of a rank window's edge: the n-th newest match of the word index."""
         self._first_edge: tuple[TextClause, str, Any] | None = None
         """The newest-K edge the last ranking probed: (its statement, query, rowid or None).
 
@@ -364,11 +366,11 @@ class SearchRepository:
         if roles:
             params["p_roles"] = list(roles)
         params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
-        if not (self.postgresql or index is None or ranked):
+        if not (index is None or ranked):
             params.update(p_low=_ROWID_LOW, p_high=_ROWID_HIGH)
-        if self.postgresql or index is None or not ranked:
+        if index is None or not ranked:
             return [dict(row) for row in self._c.execute(statement, params).mappings()]
-        return self._windowed(statement, params, _nth_newest_statement(index))
+        return self._windowed(statement, params, self._nth(index))
 
     def _windowed(
         self, statement: TextClause, params: dict[str, Any], nth: TextClause
@@ -474,7 +476,7 @@ class SearchRepository:
         word index first; when that cannot fill the page, substring matches of
         terms of three or more characters follow, which finds Latin words glued
         into CJK text (``修改youer服务端``). Short Latin terms never scan: "x"
-        as a substring would match nearly everything. On SQLite a query with
+        as a substring would match nearly everything. A query with
         :data:`RANK_WINDOW` or more word matches gets no substring matches
         (see :meth:`_common_words`).
         """
@@ -495,7 +497,7 @@ class SearchRepository:
         return merged[offset : offset + limit]
 
     def _common_words(self, word_query: str) -> bool:
-        """True on SQLite when the word index holds :data:`RANK_WINDOW` matches or more.
+        """True when the word index holds :data:`RANK_WINDOW` matches or more.
 
         Such a query gets no substring matches after its word matches. They
         would come after every one of its word matches (the first page of an
@@ -509,9 +511,7 @@ class SearchRepository:
         text (``修改youer服务端``) is still found when the word occurs fewer
         than K times on its own.
         """
-        if self.postgresql:
-            return False
-        nth, known, self._first_edge = _nth_newest_statement(FTS_INDEX), self._first_edge, None
+        nth, known, self._first_edge = self._nth(FTS_INDEX), self._first_edge, None
         if known is not None and known[:2] == (nth, word_query):
             return known[2] is not None  # the word matches' ranking just probed it
         probe = {"p_query": word_query, "p_high": _ROWID_HIGH, "p_nth": RANK_WINDOW - 1}

@@ -1,10 +1,16 @@
 """PostgreSQL's search statements, beside the FTS5 ones of :mod:`.search`.
 
-Word search uses the expression GIN index ``idx_messages_fts`` (revision 0001):
-every statement repeats its expression ``to_tsvector('simple',
-LEFT(COALESCE(content, ''), 100000))`` verbatim, or the planner cannot use the
-index. Substring search needs no statement of its own: the portable ``...
-ILIKE ... ORDER BY m.id DESC`` scan of :func:`.search._match_statement` runs
+Word search reads the stored vector ``messages.content_tsv`` and its GIN
+index ``idx_messages_fts`` (revision 0014; see :mod:`.word_index`): a match,
+its rank and a phrase's positions come from the stored vector, never from
+re-parsing the text. The matches are ranked within windows of the newest
+ones, as on SQLite (``RANK_WINDOW`` in :mod:`hermes_store.repositories.search`):
+:func:`nth_newest_statement` finds a window's oldest id, walking the primary
+key newest first for a common query (each step a test of a stored vector;
+K matches are found after about K / share rows) or reading the GIN index for
+a rare one, whichever the planner's lexeme statistics say is cheaper.
+Substring search needs no statement of its own: the portable ``... ILIKE
+... ORDER BY m.id DESC`` scan of :func:`.search._match_statement` runs
 unchanged, helped by the pg_trgm index ``idx_messages_content_trgm``
 (revision 0007).
 """
@@ -16,14 +22,13 @@ from functools import lru_cache
 from sqlalchemy import text
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
 
-# The index covers the first WORD_INDEX_CHARS characters (revision 0001: a
-# tsvector cannot exceed 1 MB); the headline reads no further either, which
-# also bounds its cost on a huge message.
-WORD_INDEX_CHARS = 100_000
+# The headline reads no further than the vector covers, which also bounds
+# its cost on a huge message.
 INDEXED_TEXT = f"LEFT(COALESCE(m.content, ''), {WORD_INDEX_CHARS})"
-TSVECTOR = f"to_tsvector('simple', {INDEXED_TEXT})"
+TSVECTOR = f"m.{VECTOR_COLUMN}"
 TSQUERY = "to_tsquery('simple', :p_query)"
 # One fragment of up to 40 words around the best match, like FTS5's
 # snippet(..., 40). ShortWord=0: otherwise words of up to three letters are
@@ -34,18 +39,36 @@ HEADLINE_OPTIONS = (
 ELLIPSIS = "..."
 
 
+@lru_cache(maxsize=1)
+def nth_newest_statement(index: str = "") -> TextClause:
+    """The id of the n-th (0-based) match at or below ``:p_high``: a rank window's edge.
+
+    ``index`` is accepted for the shape of SQLite's edge statement and
+    ignored: PostgreSQL has one word index. Only ids and stored vectors are
+    read, no text is parsed, nothing is sorted beyond n + 1 ids.
+    """
+    return text(
+        f"SELECT m.id FROM messages m WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high "
+        "ORDER BY m.id DESC LIMIT 1 OFFSET :p_nth"
+    )
+
+
 @lru_cache(maxsize=64)
 def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     """One prebuilt word-search statement per combination of filters.
 
-    ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`. The page is
-    chosen first from ids and ranks only (``ts_rank``, normalised by document
-    length like bm25; ties newest first, so paging is stable), then
-    ``ts_headline`` runs for the page's rows alone: it re-parses the content
-    and is the costly part. The headline is one fragment; ``...`` is added on
-    a side where the content goes on, as FTS5's snippet() does.
+    ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`;
+    the matches considered are those with ids in ``:p_low`` .. ``:p_high``
+    (one rank window). The page is chosen first from ids and ranks only
+    (``ts_rank`` of the stored vector, normalised by document length like
+    bm25; ties newest first, so paging is stable), joining ``sessions`` only
+    when a source filter needs it; then ``ts_headline`` runs for the page's
+    rows alone: it re-parses the content. The headline is one fragment;
+    ``...`` is added on a side where the content goes on, as FTS5's
+    snippet() does.
     """
     filters, expanding = filter_sql(sources, excluded, roles)
+    sessions = "JOIN sessions s ON s.id = m.session_id" if sources or excluded else ""
     sql = f"""
         SELECT m.id, m.session_id, m.role,
                CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
@@ -59,8 +82,8 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
         FROM (
             SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
             FROM messages m
-            JOIN sessions s ON s.id = m.session_id
-            WHERE {TSVECTOR} @@ {TSQUERY} {filters}
+            {sessions}
+            WHERE {TSVECTOR} @@ {TSQUERY} AND m.id BETWEEN :p_low AND :p_high {filters}
             ORDER BY rank DESC, m.id DESC
             LIMIT :p_limit OFFSET :p_offset
         ) AS page
