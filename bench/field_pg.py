@@ -116,6 +116,39 @@ def report_pairs(lite: SessionDB, pg: SessionDB, base: str, reps: int) -> list[P
     return pairs
 
 
+def explain(pg: SessionDB, query: str, filters: dict[str, Any], slowest: float) -> str:
+    """EXPLAIN ANALYZE of each statement one PostgreSQL search sends that takes ``slowest`` s+.
+
+    The statements are caught as the driver gets them (SQLAlchemy's
+    ``before_cursor_execute``) and run again, with the same parameters, under
+    ``EXPLAIN (ANALYZE, BUFFERS)``.
+    """
+    from sqlalchemy import event
+
+    sent: list[tuple[str, Any]] = []
+
+    def catch(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        sent.append((statement, params))
+
+    engine = pg.store.engine
+    event.listen(engine, "before_cursor_execute", catch)
+    try:
+        pg.search_messages(query, **filters)
+    finally:
+        event.remove(engine, "before_cursor_execute", catch)
+    out = []
+    with engine.connect() as connection:
+        for statement, params in sent:
+            if not statement.lstrip().upper().startswith(("SELECT", "WITH")):
+                continue
+            started = time.perf_counter()
+            plan = connection.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, params)
+            lines = [row[0] for row in plan]
+            if time.perf_counter() - started >= slowest:
+                out.append("\n".join([" ".join(statement.split())[:300], *lines]))
+    return "\n\n".join(out)
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f}" if seconds < 0.1 else f"{seconds * 1e3:.0f}"
 
@@ -144,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--classes", default=",".join(ISSUE_CLASSES))
     parser.add_argument("--no-reports", action="store_true")
+    parser.add_argument(
+        "--explain", action="store_true", help="plans of PostgreSQL's statements for a MISS"
+    )
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -160,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         pairs = search_pairs(lite, pg, args.classes.split(","), args.reps, log)
         if not args.no_reports:
             pairs += report_pairs(lite, pg, listing_targets(path)["lineage_base"], args.reps)
+        if args.explain:
+            for pair in pairs:
+                if pair.kind == "search" and pair.verdict == "MISS":
+                    label, query = pair.label.split(": ", 1)
+                    filters = GATEWAY if label.endswith("[src+role]") else {}
+                    print(f"## {pair.label}\n{explain(pg, query, filters, 0.005)}\n")
     print(f"corpus {path.name}, {args.reps} reps each, PostgreSQL at {args.url}")
     print(table(pairs))
     return 0

@@ -15,7 +15,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import TextClause
 
-from hermes_store.backends.postgresql.search import nth_newest_statement, word_statement
+from hermes_store.backends.postgresql.search import (
+    nth_newest_statement,
+    read_window,
+    word_statement,
+)
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
@@ -235,6 +239,26 @@ whatever the number of terms).
 """
 
 
+def _edge_then_window(
+    connection: Connection,
+    statement: TextClause,
+    edge: TextClause,
+    params: dict[str, Any],
+    nth: int | None,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """(the page of one rank window, its oldest rowid or None when it is the last): SQLite.
+
+    FTS5 finds the edge by walking its doclist (``edge``, :func:`_nth_newest_statement`),
+    then the window's rowid range is ranked on its own.
+    """
+    low = None
+    if nth is not None:
+        probe = {"p_query": params["p_query"], "p_high": params["p_high"], "p_nth": nth}
+        low = connection.execute(edge, probe).scalar()
+    window = {**params, "p_low": _ROWID_LOW if low is None else low}
+    return [dict(row) for row in connection.execute(statement, window).mappings()], low
+
+
 class SearchRepository:
     """Runs the dialect's search statements; callers pass an already sanitized query.
 
@@ -262,6 +286,8 @@ class SearchRepository:
         self._filter_index = SEARCH_FILTER_INDEX if layout.search_filter else None
         self._nth = nth_newest_statement if self.postgresql else _nth_newest_statement
         """The statement of a rank window's edge: the n-th newest match of the word index."""
+        self._read_window = read_window if self.postgresql else _edge_then_window
+        """Reads one rank window's page and edge: two statements on SQLite, one on PostgreSQL."""
         self._first_edge: tuple[TextClause, str, Any] | None = None
         """The newest-K edge the last ranking probed: (its statement, query, rowid or None).
 
@@ -392,21 +418,12 @@ class SearchRepository:
         found: list[dict[str, Any]] = []
         high = _ROWID_HIGH
         for window in range(RANK_WINDOWS):
-            low = None
-            if window < RANK_WINDOWS - 1:
-                low = self._c.execute(
-                    nth, {"p_query": params["p_query"], "p_high": high, "p_nth": RANK_WINDOW - 1}
-                ).scalar()
-                if window == 0:
-                    self._first_edge = (nth, params["p_query"], low)
-            page = {
-                **params,
-                "p_low": _ROWID_LOW if low is None else low,
-                "p_high": high,
-                "p_limit": need - len(found),
-                "p_offset": 0,
-            }
-            found += [dict(row) for row in self._c.execute(statement, page).mappings()]
+            nth_k = RANK_WINDOW - 1 if window < RANK_WINDOWS - 1 else None
+            page = {**params, "p_high": high, "p_limit": need - len(found), "p_offset": 0}
+            rows, low = self._read_window(self._c, statement, nth, page, nth_k)
+            if window == 0:
+                self._first_edge = (nth, params["p_query"], low)
+            found += rows
             if low is None or low <= _ROWID_LOW or len(found) >= need:
                 break
             high = low - 1

@@ -18,8 +18,10 @@ unchanged, helped by the pg_trgm index ``idx_messages_content_trgm``
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
@@ -55,54 +57,95 @@ def nth_newest_statement(index: str = "") -> TextClause:
 
 @lru_cache(maxsize=64)
 def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
-    """One prebuilt word-search statement per combination of filters.
+    """One prebuilt statement per combination of filters: one rank window, read once.
 
-    ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`;
-    the matches considered are those with ids in ``:p_low`` .. ``:p_high``
-    (one rank window). The page is chosen first from ids and ranks only
-    (``ts_rank`` of the stored vector, normalised by document length like
-    bm25; ties newest first, so paging is stable), joining ``sessions`` only
-    when a source filter needs it; then ``ts_headline`` runs for the page's
-    rows alone: it re-parses the content. The headline is one fragment;
-    ``...`` is added on a side where the content goes on, as FTS5's
-    snippet() does.
+    ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`.
+    The window is the ``:p_window`` newest matches at or below ``:p_high``
+    (``NULL``: all of them, the last window), counted before the filters and
+    read in one scan into ``win``; the statement returns the window's edge
+    (its oldest id when it holds ``:p_window`` matches, else NULL: no older
+    window) and the page, so the edge costs no second scan. The page is
+    chosen from the window's ids and stored vectors only (``ts_rank``,
+    normalised by document length like bm25; ties newest first, so paging is
+    stable), joining ``sessions`` only when a source filter needs it; then
+    ``ts_headline`` runs for the page's rows alone: it re-parses the
+    content. The headline is one fragment; ``...`` is added on a side where
+    the content goes on, as FTS5's snippet() does. An empty page is one row
+    of NULLs beside the edge (see :func:`read_window`).
     """
-    filters, expanding = filter_sql(sources, excluded, roles)
-    sessions = "JOIN sessions s ON s.id = m.session_id" if sources or excluded else ""
+    filters, expanding = filter_sql(sources, excluded, roles, "w")
+    sessions = "JOIN sessions s ON s.id = w.session_id" if sources or excluded else ""
     sql = f"""
-        SELECT m.id, m.session_id, m.role,
-               CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
-                    THEN '{ELLIPSIS}' ELSE '' END
-               || hl.headline
-               || CASE WHEN hl.found_at > 0
-                        AND btrim(SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))) <> ''
-                    THEN '{ELLIPSIS}' ELSE '' END AS snippet,
-               m.timestamp, m.tool_name,
-               s.source, s.model, s.started_at AS session_started
-        FROM (
-            SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
+        WITH win AS MATERIALIZED (
+            SELECT m.id, m.session_id, m.role, {TSVECTOR} AS vector
             FROM messages m
+            WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high
+            ORDER BY m.id DESC
+            LIMIT :p_window
+        ), edge AS (
+            SELECT CASE WHEN COUNT(*) = :p_window THEN MIN(id) END AS low FROM win
+        ), page AS (
+            SELECT w.id, ts_rank(w.vector, {TSQUERY}, 1) AS rank
+            FROM win w
             {sessions}
-            WHERE {TSVECTOR} @@ {TSQUERY} AND m.id BETWEEN :p_low AND :p_high {filters}
-            ORDER BY rank DESC, m.id DESC
-            LIMIT :p_limit OFFSET :p_offset
-        ) AS page
-        JOIN messages m ON m.id = page.id
-        JOIN sessions s ON s.id = m.session_id
-        CROSS JOIN LATERAL (
-            SELECT marked.content, marked.headline, marked.plain,
-                   POSITION(marked.plain IN marked.content) AS found_at
-            FROM (
-                SELECT made.content, made.headline,
-                       REPLACE(REPLACE(made.headline, '>>>', ''), '<<<', '') AS plain
+            WHERE TRUE {filters}
+            ORDER BY rank DESC, w.id DESC
+            LIMIT :p_limit
+        )
+        SELECT edge.low AS window_low, hit.* FROM edge LEFT JOIN (
+            SELECT m.id, m.session_id, m.role,
+                   CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
+                        THEN '{ELLIPSIS}' ELSE '' END
+                   || hl.headline
+                   || CASE WHEN hl.found_at > 0
+                            AND btrim(SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))) <> ''
+                        THEN '{ELLIPSIS}' ELSE '' END AS snippet,
+                   m.timestamp, m.tool_name,
+                   s.source, s.model, s.started_at AS session_started,
+                   page.rank
+            FROM page
+            JOIN messages m ON m.id = page.id
+            JOIN sessions s ON s.id = m.session_id
+            CROSS JOIN LATERAL (
+                SELECT marked.content, marked.headline, marked.plain,
+                       POSITION(marked.plain IN marked.content) AS found_at
                 FROM (
-                    SELECT COALESCE(m.content, '') AS content,
-                           ts_headline('simple', {INDEXED_TEXT}, {TSQUERY},
-                                       '{HEADLINE_OPTIONS}') AS headline
-                    OFFSET 0
-                ) AS made
-            ) AS marked
-        ) AS hl
-        ORDER BY page.rank DESC, page.id DESC
+                    SELECT made.content, made.headline,
+                           REPLACE(REPLACE(made.headline, '>>>', ''), '<<<', '') AS plain
+                    FROM (
+                        SELECT COALESCE(m.content, '') AS content,
+                               ts_headline('simple', {INDEXED_TEXT}, {TSQUERY},
+                                           '{HEADLINE_OPTIONS}') AS headline
+                        OFFSET 0
+                    ) AS made
+                ) AS marked
+            ) AS hl
+        ) AS hit ON TRUE
+        ORDER BY hit.rank DESC, hit.id DESC
     """
     return text(sql).bindparams(*expanding)
+
+
+def read_window(
+    connection: Connection,
+    statement: TextClause,
+    edge: TextClause,
+    params: dict[str, Any],
+    nth: int | None,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """(the page of one rank window, the window's oldest id or None when it is the last).
+
+    ``statement`` is a :func:`word_statement`; ``params`` are the search's,
+    with ``p_high`` and ``p_limit`` for this window; ``nth`` is the window's
+    size less one (None: everything older). ``edge`` (the shape SQLite's
+    reader needs) is not run: the statement returns the edge itself.
+    """
+    window = None if nth is None else nth + 1
+    rows = connection.execute(statement, {**params, "p_window": window}).mappings().all()
+    low = rows[0]["window_low"] if rows else None
+    page = [
+        {key: value for key, value in row.items() if key not in ("window_low", "rank")}
+        for row in rows
+        if row["id"] is not None
+    ]
+    return page, low
