@@ -29,8 +29,8 @@ from hermes_store.schema.migrate import (
 from hermes_store.schema.models import Base
 from tests.test_migrations import run_alembic
 
-SEARCH_INDEXES = {"idx_messages_fts", "idx_messages_content_trgm"}
-"""PostgreSQL-only indexes of revisions 0001/0007: expressions the models do not carry."""
+SEARCH_INDEXES = {"idx_messages_fts", "idx_messages_content_trgm", "idx_messages_role"}
+"""PostgreSQL-only indexes of revisions 0007/0014: the models do not carry them."""
 TOTAL_TOKENS_INDEX = "idx_sessions_total_tokens"
 """Revision 0010's index on input_tokens + output_tokens, spelled per backend there."""
 ROOT_INDEXES = {"idx_sessions_roots_listing", "idx_sessions_roots_source_listing"}

@@ -6,7 +6,8 @@ GIN index is on an expression and stores no vector: ``ts_rank`` and the
 position check of a phrase parse the content again for each row. This
 revision adds the generated column ``messages.content_tsv`` (the same
 expression, stored) and rebuilds ``idx_messages_fts`` on it, so ranking and
-phrases read stored positions (see
+phrases read stored positions, and adds ``idx_messages_role``, so a search's
+role filter narrows the oldest rank window before its rows are read (see
 :mod:`hermes_store.backends.postgresql.word_index`).
 
 Adding a stored generated column rewrites ``messages`` under an exclusive
@@ -29,6 +30,8 @@ from hermes_store.backends.postgresql.word_index import (
     ADD_VECTOR_COLUMN,
     DROP_VECTOR_COLUMN,
     EXPRESSION_INDEX_DDL,
+    ROLE_INDEX,
+    ROLE_INDEX_DDL,
     WORD_INDEX,
     WORD_INDEX_DDL,
 )
@@ -46,11 +49,13 @@ def upgrade() -> None:
     op.execute(f"DROP INDEX IF EXISTS {WORD_INDEX}")
     op.execute(ADD_VECTOR_COLUMN)
     op.execute(WORD_INDEX_DDL)
+    op.execute(ROLE_INDEX_DDL)
 
 
 def downgrade() -> None:
     if is_sqlite():
         return
+    op.execute(f"DROP INDEX IF EXISTS {ROLE_INDEX}")
     op.execute(f"DROP INDEX IF EXISTS {WORD_INDEX}")
     op.execute(DROP_VECTOR_COLUMN)
     op.execute(EXPRESSION_INDEX_DDL)

@@ -60,11 +60,12 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     """One prebuilt statement per combination of filters: one rank window, read once.
 
     ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`.
-    The window is the ``:p_window`` newest matches at or below ``:p_high``
-    (``NULL``: all of them, the last window), counted before the filters and
-    read in one scan into ``win``; the statement returns the window's edge
-    (its oldest id when it holds ``:p_window`` matches, else NULL: no older
-    window) and the page, so the edge costs no second scan. The page is
+    The window is the ``:p_window`` newest matches at or below ``:p_high``,
+    counted before the filters and read in one scan into ``win`` (the last
+    window, everything older, is :func:`last_window_statement`); the
+    statement returns the window's edge (its oldest id when it holds
+    ``:p_window`` matches, else NULL: no older window) and the page, so the
+    edge costs no second scan. The page is
     chosen from the window's ids and stored vectors only (``ts_rank``,
     normalised by document length like bm25; ties newest first, so paging is
     stable), joining ``sessions`` only when a source filter needs it; then
@@ -92,7 +93,13 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
             ORDER BY rank DESC, w.id DESC
             LIMIT :p_limit
         )
-        SELECT edge.low AS window_low, hit.* FROM edge LEFT JOIN (
+        SELECT edge.low AS window_low, hit.* FROM edge LEFT JOIN ({_HITS}) AS hit ON TRUE
+        ORDER BY hit.rank DESC, hit.id DESC
+    """
+    return text(sql).bindparams(*expanding)
+
+
+_HITS = f"""
             SELECT m.id, m.session_id, m.role,
                    CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
                         THEN '{ELLIPSIS}' ELSE '' END
@@ -120,7 +127,32 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
                     ) AS made
                 ) AS marked
             ) AS hl
-        ) AS hit ON TRUE
+"""
+"""The page's rows (``page``: id, rank) with their snippets and sessions."""
+
+
+@lru_cache(maxsize=64)
+def last_window_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
+    """The last rank window, every match at or below ``:p_high``: filtered, then ranked.
+
+    Unlike :func:`word_statement` it holds no window in memory (at a million
+    messages a phrase can have 60,000 older matches): the filters are tested
+    as the matches are found, where ``idx_messages_role`` can narrow them
+    before any row is read, and only the rows they pass are ranked. Its
+    edge is always NULL: nothing is older.
+    """
+    filters, expanding = filter_sql(sources, excluded, roles)
+    sessions = "JOIN sessions s ON s.id = m.session_id" if sources or excluded else ""
+    sql = f"""
+        WITH page AS (
+            SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
+            FROM messages m
+            {sessions}
+            WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high {filters}
+            ORDER BY rank DESC, m.id DESC
+            LIMIT :p_limit
+        )
+        SELECT CAST(NULL AS BIGINT) AS window_low, hit.* FROM ({_HITS}) AS hit
         ORDER BY hit.rank DESC, hit.id DESC
     """
     return text(sql).bindparams(*expanding)
@@ -140,7 +172,11 @@ def read_window(
     size less one (None: everything older). ``edge`` (the shape SQLite's
     reader needs) is not run: the statement returns the edge itself.
     """
-    window = None if nth is None else nth + 1
+    if nth is None:
+        filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
+        statement, window = last_window_statement(*filters), None
+    else:
+        window = nth + 1
     rows = connection.execute(statement, {**params, "p_window": window}).mappings().all()
     low = rows[0]["window_low"] if rows else None
     page = [

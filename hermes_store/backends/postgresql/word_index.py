@@ -33,3 +33,12 @@ WORD_INDEX_DDL = f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({VECTOR_COLU
 """The index on the stored column (head)."""
 EXPRESSION_INDEX_DDL = f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({VECTOR_EXPRESSION})"
 """Revision 0001's index on the expression, which a downgrade below 0014 puts back."""
+
+ROLE_INDEX = "idx_messages_role"
+ROLE_INDEX_DDL = f"CREATE INDEX IF NOT EXISTS {ROLE_INDEX} ON messages (role)"
+"""A search's role filter as an index: the oldest rank window is filtered before it is read.
+
+At a million messages a phrase's 60,000 older matches were read row by row
+to find the 3 a ``role_filter`` passes (2.5 s); intersected with this index
+in the bitmap first, only the rows of that role are read.
+"""
