@@ -239,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         from .field import main as field_main
 
         return field_main([a for a in args_in if a != "--field"])
+    if "--field-pg" in args_in:  # issue #28: the field corpus on SQLite and PostgreSQL
+        from .field_pg import main as field_pg_main
+
+        return field_pg_main([a for a in args_in if a != "--field-pg"])
     if "--aio" in args_in:  # the asyncio and shared-commit rows of issue #20
         from .aio import main as aio_main
 
@@ -256,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--aio", action="store_true", help="asyncio and shared-commit rows: see bench.aio"
+    )
+    parser.add_argument(
+        "--field-pg",
+        action="store_true",
+        help="the field corpus on SQLite and PostgreSQL side by side: see bench.field_pg",
     )
     args = parser.parse_args(args_in)
     sizes = W.QUICK if args.quick else W.DEFAULT

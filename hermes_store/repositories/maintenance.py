@@ -9,6 +9,7 @@ from typing import Any, cast
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.postgresql.word_index import WORD_INDEX, WORD_INDEX_DDL
 from hermes_store.backends.sqlite.integrity import page_findings
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.layout import STANDARD, Layout
@@ -62,10 +63,9 @@ _PG_ORPHANS = text(
 # The identity must stay ahead of the ids already used (a copy inserts explicit ids).
 _PG_IDENTITY_SEQUENCE = text("SELECT pg_get_serial_sequence('messages', 'id')")
 _PG_MAX_MESSAGE_ID = text("SELECT MAX(id) FROM messages")
-# The search indexes revisions 0001 and 0007 build on PostgreSQL, with their DDL.
+# The search indexes revisions 0014 and 0007 build on PostgreSQL, with their DDL.
 PG_SEARCH_INDEXES = {
-    "idx_messages_fts": "CREATE INDEX idx_messages_fts ON messages "
-    "USING GIN (to_tsvector('simple', LEFT(COALESCE(content, ''), 100000)))",
+    WORD_INDEX: WORD_INDEX_DDL,
     "idx_messages_content_trgm": "CREATE INDEX idx_messages_content_trgm ON messages "
     "USING GIN (content gin_trgm_ops)",
 }

@@ -15,7 +15,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import TextClause
 
-from hermes_store.backends.postgresql.search import word_statement
+from hermes_store.backends.postgresql.search import (
+    nth_newest_statement,
+    read_window,
+    word_statement,
+)
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.search_filters import filter_sql
@@ -243,6 +247,26 @@ whatever the number of terms).
 """
 
 
+def _edge_then_window(
+    connection: Connection,
+    statement: TextClause,
+    edge: TextClause,
+    params: dict[str, Any],
+    nth: int | None,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """(the page of one rank window, its oldest rowid or None when it is the last): SQLite.
+
+    FTS5 finds the edge by walking its doclist (``edge``, :func:`_nth_newest_statement`),
+    then the window's rowid range is ranked on its own.
+    """
+    low = None
+    if nth is not None:
+        probe = {"p_query": params["p_query"], "p_high": params["p_high"], "p_nth": nth}
+        low = connection.execute(edge, probe).scalar()
+    window = {**params, "p_low": _ROWID_LOW if low is None else low}
+    return [dict(row) for row in connection.execute(statement, window).mappings()], low
+
+
 class SearchRepository:
     """Runs the dialect's search statements; callers pass an already sanitized query.
 
@@ -268,6 +292,10 @@ class SearchRepository:
         self.has_bigrams = not self.postgresql and layout.bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
         self._filter_index = SEARCH_FILTER_INDEX if layout.search_filter else None
+        self._nth = nth_newest_statement if self.postgresql else _nth_newest_statement
+        """The statement of a rank window's edge: the n-th newest match of the word index."""
+        self._read_window = read_window if self.postgresql else _edge_then_window
+        """Reads one rank window's page and edge: two statements on SQLite, one on PostgreSQL."""
         self.spells_out_prefixes = bool(
             not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
         )
@@ -399,11 +427,11 @@ class SearchRepository:
         if role_filter:
             params["p_roles"] = list(role_filter)
         params.update({f"p_gram{n}": gram for n, gram in enumerate(grams or ())})
-        if not (self.postgresql or index is None or ranked):
+        if not (index is None or ranked):
             params.update(p_low=_ROWID_LOW, p_high=_ROWID_HIGH)
-        if self.postgresql or index is None or not ranked:
+        if index is None or not ranked:
             return statement, params, None
-        return statement, params, _nth_newest_statement(index)
+        return statement, params, self._nth(index)
 
     def _windowed(
         self, statement: TextClause, params: dict[str, Any], nth: TextClause
@@ -430,21 +458,12 @@ class SearchRepository:
         first: FirstEdge | None = None
         high = _ROWID_HIGH
         for window in range(RANK_WINDOWS):
-            low = None
-            if window < RANK_WINDOWS - 1:
-                low = self._c.execute(
-                    nth, {"p_query": params["p_query"], "p_high": high, "p_nth": RANK_WINDOW - 1}
-                ).scalar()
-                if window == 0:
-                    first = FirstEdge(low)
-            page = {
-                **params,
-                "p_low": _ROWID_LOW if low is None else low,
-                "p_high": high,
-                "p_limit": need - len(found),
-                "p_offset": 0,
-            }
-            found += [dict(row) for row in self._c.execute(statement, page).mappings()]
+            nth_k = RANK_WINDOW - 1 if window < RANK_WINDOWS - 1 else None
+            page = {**params, "p_high": high, "p_limit": need - len(found), "p_offset": 0}
+            rows, low = self._read_window(self._c, statement, nth, page, nth_k)
+            if window == 0:
+                first = FirstEdge(low)
+            found += rows
             if low is None or low <= _ROWID_LOW or len(found) >= need:
                 break
             high = low - 1
@@ -516,7 +535,7 @@ class SearchRepository:
         word index first; when that cannot fill the page, substring matches of
         terms of three or more characters follow, which finds Latin words glued
         into CJK text (``修改youer服务端``). Short Latin terms never scan: "x"
-        as a substring would match nearly everything. On SQLite a query with
+        as a substring would match nearly everything. A query with
         :data:`RANK_WINDOW` or more word matches gets no substring matches
         (see :meth:`_common_words`).
         """
@@ -553,12 +572,12 @@ class SearchRepository:
             besides_words=None,
             **window,
         )
-        if windows is None:  # PostgreSQL: one statement, no windows
+        if windows is None:
             return [dict(row) for row in self._c.execute(statement, params).mappings()], None
         return self._windowed(statement, params, windows)
 
     def _common_words(self, word_query: str, edge: FirstEdge | None) -> bool:
-        """True on SQLite when the word index holds :data:`RANK_WINDOW` matches or more.
+        """True when the word index holds :data:`RANK_WINDOW` matches or more.
 
         Such a query gets no substring matches after its word matches. They
         would come after every one of its word matches (the first page of an
@@ -572,12 +591,10 @@ class SearchRepository:
         text (``修改youer服务端``) is still found when the word occurs fewer
         than K times on its own.
         """
-        if self.postgresql:
-            return False
         if edge is not None:
             return edge.low is not None  # this query's ranking just probed it
         probe = {"p_query": word_query, "p_high": _ROWID_HIGH, "p_nth": RANK_WINDOW - 1}
-        return self._c.execute(_nth_newest_statement(FTS_INDEX), probe).scalar() is not None
+        return self._c.execute(self._nth(FTS_INDEX), probe).scalar() is not None
 
     def _substrings(
         self,

@@ -173,15 +173,18 @@ _TITLE_OWNER = "SELECT id FROM sessions WHERE title = :p_title AND id != :p_id"
 # starting with ``base #`` are exactly those in [``base #``, ``base $``) ('$' follows '#';
 # BINARY collation compares the UTF-8 bytes), a range the unique title index answers in a
 # few pages, where LIKE (case-folding, so no index) scanned every session. PostgreSQL sorts
-# by the database's collation, where such a range is no prefix test: LIKE stays there.
+# by the database's collation, where such a range is no prefix test: LIKE stays there, as
+# a range of revision 0015's text_pattern_ops index, which includes the columns read; the
+# two conditions are disjoint, and apart (UNION ALL) each is read from its index alone.
 _TITLE_FAMILY = {
     "sqlite": (
         "SELECT id, title, started_at FROM sessions "
         "WHERE title = :p_base OR (title >= :p_low AND title < :p_high)"
     ),
     "postgresql": (
-        "SELECT id, title, started_at FROM sessions "
-        "WHERE title = :p_base OR title LIKE :p_pattern ESCAPE '\\'"
+        "SELECT id, title, started_at FROM sessions WHERE title = :p_base "
+        "UNION ALL SELECT id, title, started_at FROM sessions "
+        "WHERE title LIKE :p_pattern ESCAPE '\\'"
     ),
 }
 _ORPHAN_CHILDREN = (

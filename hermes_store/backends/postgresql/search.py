@@ -1,10 +1,16 @@
 """PostgreSQL's search statements, beside the FTS5 ones of :mod:`.search`.
 
-Word search uses the expression GIN index ``idx_messages_fts`` (revision 0001):
-every statement repeats its expression ``to_tsvector('simple',
-LEFT(COALESCE(content, ''), 100000))`` verbatim, or the planner cannot use the
-index. Substring search needs no statement of its own: the portable ``...
-ILIKE ... ORDER BY m.id DESC`` scan of :func:`.search._match_statement` runs
+Word search reads the stored vector ``messages.content_tsv`` and its GIN
+index ``idx_messages_fts`` (revision 0014; see :mod:`.word_index`): a match,
+its rank and a phrase's positions come from the stored vector, never from
+re-parsing the text. The matches are ranked within windows of the newest
+ones, as on SQLite (``RANK_WINDOW`` in :mod:`hermes_store.repositories.search`):
+:func:`nth_newest_statement` finds a window's oldest id, walking the primary
+key newest first for a common query (each step a test of a stored vector;
+K matches are found after about K / share rows) or reading the GIN index for
+a rare one, whichever the planner's lexeme statistics say is cheaper.
+Substring search needs no statement of its own: the portable ``... ILIKE
+... ORDER BY m.id DESC`` scan of :func:`.search._match_statement` runs
 unchanged, helped by the pg_trgm index ``idx_messages_content_trgm``
 (revision 0007).
 """
@@ -12,18 +18,19 @@ unchanged, helped by the pg_trgm index ``idx_messages_content_trgm``
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
 
-# The index covers the first WORD_INDEX_CHARS characters (revision 0001: a
-# tsvector cannot exceed 1 MB); the headline reads no further either, which
-# also bounds its cost on a huge message.
-WORD_INDEX_CHARS = 100_000
+# The headline reads no further than the vector covers, which also bounds
+# its cost on a huge message.
 INDEXED_TEXT = f"LEFT(COALESCE(m.content, ''), {WORD_INDEX_CHARS})"
-TSVECTOR = f"to_tsvector('simple', {INDEXED_TEXT})"
+TSVECTOR = f"m.{VECTOR_COLUMN}"
 TSQUERY = "to_tsquery('simple', :p_query)"
 # One fragment of up to 40 words around the best match, like FTS5's
 # snippet(..., 40). ShortWord=0: otherwise words of up to three letters are
@@ -34,52 +41,147 @@ HEADLINE_OPTIONS = (
 ELLIPSIS = "..."
 
 
+@lru_cache(maxsize=1)
+def nth_newest_statement(index: str = "") -> TextClause:
+    """The id of the n-th (0-based) match at or below ``:p_high``: a rank window's edge.
+
+    ``index`` is accepted for the shape of SQLite's edge statement and
+    ignored: PostgreSQL has one word index. Only ids and stored vectors are
+    read, no text is parsed, nothing is sorted beyond n + 1 ids.
+    """
+    return text(
+        f"SELECT m.id FROM messages m WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high "
+        "ORDER BY m.id DESC LIMIT 1 OFFSET :p_nth"
+    )
+
+
 @lru_cache(maxsize=64)
 def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
-    """One prebuilt word-search statement per combination of filters.
+    """One prebuilt statement per combination of filters: one rank window, read once.
 
-    ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`. The page is
-    chosen first from ids and ranks only (``ts_rank``, normalised by document
-    length like bm25; ties newest first, so paging is stable), then
-    ``ts_headline`` runs for the page's rows alone: it re-parses the content
-    and is the costly part. The headline is one fragment; ``...`` is added on
-    a side where the content goes on, as FTS5's snippet() does.
+    ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`.
+    The window is the ``:p_window`` newest matches at or below ``:p_high``,
+    counted before the filters and read in one scan into ``win`` (the last
+    window, everything older, is :func:`last_window_statement`); the
+    statement returns the window's edge (its oldest id when it holds
+    ``:p_window`` matches, else NULL: no older window) and the page, so the
+    edge costs no second scan. The page is
+    chosen from the window's ids and stored vectors only (``ts_rank``,
+    normalised by document length like bm25; ties newest first, so paging is
+    stable), joining ``sessions`` only when a source filter needs it; then
+    ``ts_headline`` runs for the page's rows alone: it re-parses the
+    content. The headline is one fragment; ``...`` is added on a side where
+    the content goes on, as FTS5's snippet() does. An empty page is one row
+    of NULLs beside the edge (see :func:`read_window`).
     """
-    filters, expanding = filter_sql(sources, excluded, roles)
+    filters, expanding = filter_sql(sources, excluded, roles, "w")
+    sessions = "JOIN sessions s ON s.id = w.session_id" if sources or excluded else ""
     sql = f"""
-        SELECT m.id, m.session_id, m.role,
-               CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
-                    THEN '{ELLIPSIS}' ELSE '' END
-               || hl.headline
-               || CASE WHEN hl.found_at > 0
-                        AND btrim(SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))) <> ''
-                    THEN '{ELLIPSIS}' ELSE '' END AS snippet,
-               m.timestamp, m.tool_name,
-               s.source, s.model, s.started_at AS session_started
-        FROM (
-            SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
+        WITH win AS MATERIALIZED (
+            SELECT m.id, m.session_id, m.role, {TSVECTOR} AS vector
             FROM messages m
-            JOIN sessions s ON s.id = m.session_id
-            WHERE {TSVECTOR} @@ {TSQUERY} {filters}
-            ORDER BY rank DESC, m.id DESC
-            LIMIT :p_limit OFFSET :p_offset
-        ) AS page
-        JOIN messages m ON m.id = page.id
-        JOIN sessions s ON s.id = m.session_id
-        CROSS JOIN LATERAL (
-            SELECT marked.content, marked.headline, marked.plain,
-                   POSITION(marked.plain IN marked.content) AS found_at
-            FROM (
-                SELECT made.content, made.headline,
-                       REPLACE(REPLACE(made.headline, '>>>', ''), '<<<', '') AS plain
-                FROM (
-                    SELECT COALESCE(m.content, '') AS content,
-                           ts_headline('simple', {INDEXED_TEXT}, {TSQUERY},
-                                       '{HEADLINE_OPTIONS}') AS headline
-                    OFFSET 0
-                ) AS made
-            ) AS marked
-        ) AS hl
-        ORDER BY page.rank DESC, page.id DESC
+            WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high
+            ORDER BY m.id DESC
+            LIMIT :p_window
+        ), edge AS (
+            SELECT CASE WHEN COUNT(*) = :p_window THEN MIN(id) END AS low FROM win
+        ), page AS (
+            SELECT w.id, ts_rank(w.vector, {TSQUERY}, 1) AS rank
+            FROM win w
+            {sessions}
+            WHERE TRUE {filters}
+            ORDER BY rank DESC, w.id DESC
+            LIMIT :p_limit
+        )
+        SELECT edge.low AS window_low, hit.* FROM edge LEFT JOIN ({_HITS}) AS hit ON TRUE
+        ORDER BY hit.rank DESC, hit.id DESC
     """
     return text(sql).bindparams(*expanding)
+
+
+_HITS = f"""
+            SELECT m.id, m.session_id, m.role,
+                   CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
+                        THEN '{ELLIPSIS}' ELSE '' END
+                   || hl.headline
+                   || CASE WHEN hl.found_at > 0
+                            AND btrim(SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))) <> ''
+                        THEN '{ELLIPSIS}' ELSE '' END AS snippet,
+                   m.timestamp, m.tool_name,
+                   s.source, s.model, s.started_at AS session_started,
+                   page.rank
+            FROM page
+            JOIN messages m ON m.id = page.id
+            JOIN sessions s ON s.id = m.session_id
+            CROSS JOIN LATERAL (
+                SELECT marked.content, marked.headline, marked.plain,
+                       POSITION(marked.plain IN marked.content) AS found_at
+                FROM (
+                    SELECT made.content, made.headline,
+                           REPLACE(REPLACE(made.headline, '>>>', ''), '<<<', '') AS plain
+                    FROM (
+                        SELECT COALESCE(m.content, '') AS content,
+                               ts_headline('simple', {INDEXED_TEXT}, {TSQUERY},
+                                           '{HEADLINE_OPTIONS}') AS headline
+                        OFFSET 0
+                    ) AS made
+                ) AS marked
+            ) AS hl
+"""
+"""The page's rows (``page``: id, rank) with their snippets and sessions."""
+
+
+@lru_cache(maxsize=64)
+def last_window_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
+    """The last rank window, every match at or below ``:p_high``: filtered, then ranked.
+
+    Unlike :func:`word_statement` it holds no window in memory (at a million
+    messages a phrase can have 60,000 older matches): the filters are tested
+    as the matches are found, where ``idx_messages_role`` can narrow them
+    before any row is read, and only the rows they pass are ranked. Its
+    edge is always NULL: nothing is older.
+    """
+    filters, expanding = filter_sql(sources, excluded, roles)
+    sessions = "JOIN sessions s ON s.id = m.session_id" if sources or excluded else ""
+    sql = f"""
+        WITH page AS (
+            SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
+            FROM messages m
+            {sessions}
+            WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high {filters}
+            ORDER BY rank DESC, m.id DESC
+            LIMIT :p_limit
+        )
+        SELECT CAST(NULL AS BIGINT) AS window_low, hit.* FROM ({_HITS}) AS hit
+        ORDER BY hit.rank DESC, hit.id DESC
+    """
+    return text(sql).bindparams(*expanding)
+
+
+def read_window(
+    connection: Connection,
+    statement: TextClause,
+    edge: TextClause,
+    params: dict[str, Any],
+    nth: int | None,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """(the page of one rank window, the window's oldest id or None when it is the last).
+
+    ``statement`` is a :func:`word_statement`; ``params`` are the search's,
+    with ``p_high`` and ``p_limit`` for this window; ``nth`` is the window's
+    size less one (None: everything older). ``edge`` (the shape SQLite's
+    reader needs) is not run: the statement returns the edge itself.
+    """
+    if nth is None:
+        filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
+        statement, window = last_window_statement(*filters), None
+    else:
+        window = nth + 1
+    rows = connection.execute(statement, {**params, "p_window": window}).mappings().all()
+    low = rows[0]["window_low"] if rows else None
+    page = [
+        {key: value for key, value in row.items() if key not in ("window_low", "rank")}
+        for row in rows
+        if row["id"] is not None
+    ]
+    return page, low
