@@ -9,8 +9,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import InternalError
 from sqlalchemy.pool import NullPool
 
-from hermes_store import InvalidInputError, SessionDB, StoreLockedError
+from hermes_store import InvalidInputError, SessionDB, StoreLockedError, StoreUnavailableError
 from hermes_store.backends.policy import ContentionPolicy
+
+from .conftest import pooled
 
 
 @pytest.fixture
@@ -107,3 +109,23 @@ def test_a_pool_mode_other_than_transaction_or_session_is_named(pg_url: Any) -> 
     wrong = pg_url.update_query_dict({"pool_mode": "statement"})
     with pytest.raises(InvalidInputError, match="pool_mode='statement'"):
         SessionDB(wrong)
+
+
+def test_a_pooler_without_pool_mode_is_named_with_the_option(pg_url: Any) -> None:
+    """psycopg's own prepared statements cannot cross a transaction pooler's lent connections.
+
+    Two clients take turns: PgBouncer lends both the same server connection,
+    where each prepares its ``_pg3_0`` once a statement has run five times.
+    """
+    unpooled = pooled(pg_url).difference_update_query(["pool_mode"])
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+    first, second = SessionDB(unpooled), SessionDB(unpooled)
+    try:
+        with pytest.raises(StoreUnavailableError, match=r"\?pool_mode=transaction"):
+            for turn in range(20):
+                for db in (first, second):
+                    db.search_messages(f"word{turn}")
+    finally:
+        first.close()
+        second.close()

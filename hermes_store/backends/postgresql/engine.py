@@ -39,7 +39,7 @@ from sqlalchemy.exc import DBAPIError
 
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
-from hermes_store.errors import InvalidInputError, StoreLockedError
+from hermes_store.errors import InvalidInputError, StoreLockedError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from hermes_store.backends.policy import ContentionPolicy
@@ -48,6 +48,10 @@ RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 """Serialization failure and deadlock: the whole transaction may simply run again."""
 LOCK_TIMEOUT_SQLSTATE = "55P03"
 """lock_not_available: a row lock was not granted within ``lock_timeout``."""
+
+POOLED_PREPARE_SQLSTATES = frozenset({"26000", "42P05"})
+"""invalid_sql_statement_name, duplicate_prepared_statement: psycopg's prepared statements
+met a transaction pooler that lent another server connection (no ``pool_mode=transaction``)."""
 
 OUT_OF_RANGE_SQLSTATE = "22003"
 """numeric_value_out_of_range: e.g. a token counter past 2**31 - 1 in an INTEGER column."""
@@ -85,7 +89,7 @@ def create_postgresql_engine(
     Nothing is set for the session, only for each transaction, so the same
     engine works straight on the server and behind a transaction pooler: a
     write unit's lock budget and commit durability are set in its own
-    transaction (:func:`unit_settings`), and a read-only store's transactions
+    transaction (:func:`_settings_rule`), and a read-only store's transactions
     begin ``READ ONLY``. ``?pool_mode=transaction`` in the URL (ours, taken out
     before connecting) also turns off psycopg's server-side prepared
     statements, which a transaction pooler cannot keep across transactions.
@@ -146,6 +150,16 @@ def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool)
                 f"a number is out of range on PostgreSQL ({str(original).splitlines()[0]}; "
                 "token counters and token_count are INTEGER there, 32-bit); nothing was written"
             ) from original
+        # Our own statements name no prepared statement: these come from psycopg's
+        # automatic ones behind a transaction pooler. Nothing of the call was committed.
+        if getattr(original, "sqlstate", None) in POOLED_PREPARE_SQLSTATES:
+            where = engine.url.render_as_string(hide_password=True)
+            raise StoreUnavailableError(
+                f"{where}: a prepared statement was lost between transactions "
+                f"({str(original).splitlines()[0]}): the server is reached through a "
+                "transaction pooler (PgBouncer's pool_mode = transaction); add "
+                "?pool_mode=transaction to the URL; nothing was written"
+            ) from original
         # A row lock not granted within lock_timeout: the patience ran out, as on SQLite.
         if getattr(original, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE:
             options = context.connection.get_execution_options() if context.connection else {}
@@ -155,7 +169,8 @@ def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool)
             raise StoreLockedError(where, waited, 1) from original
 
     snapshot = (psycopg.IsolationLevel.REPEATABLE_READ, True)
-    server_default = (None, True if read_only else None)  # READ COMMITTED, read-write
+    # READ COMMITTED; read-write unless the store is read-only.
+    server_default = (None, True if read_only else None)
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
