@@ -23,35 +23,30 @@ import os
 import re
 import stat
 
+from hermes_store.backends.sqlite.file_header import is_database_header, page_size
 from hermes_store.tools.backup_folder import BackupFolder
 
 NAME = re.compile(r"^(?P<stem>.+)-(?P<stamp>\d{8}T\d{6}\.\d{6})Z\.db$")
-_MAGIC = b"SQLite format 3\x00"
 _READ_ONLY = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """A symbolic link is not followed, a FIFO planted under a backup's name does not block."""
 _ROLLBACK = 1
 """The file format bytes (header offsets 18 and 19) of a database not in WAL mode."""
 
 
-def _page_size(header: bytes) -> int:
-    size = int.from_bytes(header[16:18], "big")
-    return 65536 if size == 1 else size
-
-
 def looks_finished(header: bytes, length: int) -> bool:
     """True for the first 100 bytes of a complete single-file SQLite database of ``length``."""
-    if len(header) < 100 or not header.startswith(_MAGIC):
+    if not is_database_header(header):
         return False
     if header[18] != _ROLLBACK or header[19] != _ROLLBACK:
         return False
-    page_size = _page_size(header)
-    if page_size < 512 or page_size & (page_size - 1):
+    size = page_size(header)
+    if size < 512 or size & (size - 1):
         return False
     pages = int.from_bytes(header[28:32], "big")
     size_is_valid = header[24:28] == header[92:96]  # the change counter it was written at
     if size_is_valid and pages:
-        return length == pages * page_size
-    return length >= page_size and length % page_size == 0
+        return length == pages * size
+    return length >= size and length % size == 0
 
 
 def _is_finished_backup(folder: BackupFolder, name: str) -> bool:

@@ -25,11 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hermes_store.backends.sqlite.file_header import HEADER_SIZE, MAGIC
 from hermes_store.errors import StoreCorruptError
-
-HEADER = b"SQLite format 3\x00"
-HEADER_SIZE = 100
-"""SQLite's database header: every database file starts with these 100 bytes."""
 
 
 def refuse_short_file(path: Path) -> None:
@@ -37,7 +34,7 @@ def refuse_short_file(path: Path) -> None:
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
-            start = handle.read(len(HEADER)) if size else b""
+            start = handle.read(len(MAGIC)) if size else b""
     except OSError:
         return  # missing (a new store), or unreadable: the open says which
     if size == 0:
@@ -55,7 +52,7 @@ def refuse_short_file(path: Path) -> None:
             f"{size} byte(s), too short to be a database (SQLite's header alone is "
             f"{HEADER_SIZE} bytes): truncated, or not a session store",
         )
-    if start != HEADER:  # SQLite would take a zeroed file for an empty one and write over it
+    if start != MAGIC:  # SQLite would take a zeroed file for an empty one and write over it
         raise StoreCorruptError(
             str(path),
             f"{size} bytes, not a database: they do not start as SQLite's do (zeroed, "

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MAGIC = b"SQLite format 3\x00"
+from hermes_store.backends.sqlite.file_header import is_database_header, page_size
+
 TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR = 13, 5, 10, 2
 _KINDS = {TABLE_LEAF, TABLE_INTERIOR, INDEX_LEAF, INDEX_INTERIOR}
 _ENCODINGS = {1: "utf-8", 2: "utf-16-le", 3: "utf-16-be"}
@@ -81,9 +82,8 @@ class Header:
 
 def read_header(first: bytes, file_size: int) -> Header:
     """The header, or a best guess (4096-byte pages, UTF-8) when page 1 is damaged."""
-    if len(first) >= 100 and first[:16] == MAGIC:
-        size = int.from_bytes(first[16:18], "big")
-        size = 65536 if size == 1 else size
+    if is_database_header(first):
+        size = page_size(first)
         reserved = first[20]
         if size >= 512 and size & (size - 1) == 0 and reserved < size - 480:
             in_header = int.from_bytes(first[28:32], "big")
