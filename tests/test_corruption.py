@@ -376,8 +376,11 @@ def test_a_schema_text_that_is_not_utf8_is_named_damage(pristine: Path, tmp_path
         with pytest.raises(StoreCorruptError) as raised:
             open_it()
         assert str(path) in str(raised.value) and "schema" in raised.value.detail
-    for command in ("check", "sessions"):
-        done = cli(tmp_path, command, "--db", str(path))
+    commands = [("check", "--db"), ("sessions", "--db"), ("export", "--db")]
+    commands += [("backup", "--to", str(tmp_path / "kept"), "--db")]
+    commands += [("copy", "--to", str(tmp_path / "copy.db"), "--from")]
+    for *command, option in commands:
+        done = cli(tmp_path, *command, option, str(path))
         said = done.stdout + done.stderr  # check reports on stdout, other commands on stderr
         assert done.returncode == 1 and "Traceback" not in said, said
         assert "damaged" in said and "hermes-store recover" in said

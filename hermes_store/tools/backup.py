@@ -44,6 +44,7 @@ from sqlalchemy.engine import URL
 from hermes_store.backends.location import hermes_home, resolve_url, sqlite_file
 from hermes_store.backends.sqlite.integrity import page_findings
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.backends.sqlite.stored_text import undecodable_schema
 from hermes_store.errors import InvalidInputError
 from hermes_store.tools.backup_folder import (
     BackupError,
@@ -191,6 +192,8 @@ def _copy(source: Path, folder: BackupFolder, partial: str, descriptor: int) -> 
         reader.execute("COMMIT")
     except sqlite3.Error as error:
         raise _failure(error, source, f"backup of {source} failed") from error
+    except UnicodeDecodeError as error:
+        raise _damaged_source(source, undecodable_schema(error)) from error
     finally:
         reader.close()
     if not folder.holds(partial, descriptor):
@@ -226,6 +229,8 @@ def _verify(path: str, source: Path, sessions: int, messages: int) -> None:
         mode = checker.execute("PRAGMA journal_mode").fetchone()[0]
     except sqlite3.Error as error:
         raise _failure(error, source, "the backup does not read back; it was not kept") from error
+    except UnicodeDecodeError as error:
+        raise _damaged_source(source, undecodable_schema(error)) from error
     finally:
         checker.close()
     if tuple(counted) != (sessions, messages):

@@ -247,13 +247,7 @@ def _install_sqlite_rules(
         try:
             _prepare(dbapi_connection, record)
         except UnicodeDecodeError as error:
-            # SQLite's message quotes the schema text it could not parse, and the
-            # driver decodes messages strictly: bytes that are not UTF-8 in
-            # sqlite_master surface as a decoding error instead of "malformed".
-            raise StoreCorruptError(
-                database,
-                f"its schema text (sqlite_master) is not UTF-8 and cannot be parsed: {error}",
-            ) from error
+            raise StoreCorruptError(database, stored_text.undecodable_schema(error)) from error
 
     def _prepare(dbapi_connection: sqlite3.Connection, record: Any) -> None:
         # Autocommit at the driver level: transactions begin only where we say.

@@ -32,6 +32,17 @@ _log = logging.getLogger(__name__)
 REPLACEMENT = "\ufffd"
 
 
+def undecodable_schema(error: UnicodeDecodeError) -> str:
+    """The damage detail for a schema text that is not UTF-8.
+
+    SQLite's "malformed schema" message quotes the text it could not parse,
+    and the driver decodes messages strictly: bytes that are not UTF-8 in
+    ``sqlite_master`` surface as a decoding error from any statement that
+    loads the schema, not as a corruption code.
+    """
+    return f"its schema text (sqlite_master) is not UTF-8 and cannot be parsed: {error}"
+
+
 def decoder(database: str, path: str | None = None) -> Callable[[bytes], str]:
     """``database``'s connections' ``text_factory``: strict UTF-8, else replaced and logged.
 
