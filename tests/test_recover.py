@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -384,15 +385,24 @@ def paused(*_args, **_kwargs):  # the new file is built, not yet checked nor ren
     time.sleep(600)
 
 module._verify = paused
-module.recover(sys.argv[1], sys.argv[2])
+if sys.argv[3] == "cli":
+    from hermes_store.api.cli import main
+    main(["recover", "--from", sys.argv[1], "--to", sys.argv[2]])
+else:
+    module.recover(sys.argv[1], sys.argv[2])
 """
 
 
-def paused_recover(source: Path, target: Path) -> subprocess.Popen[str]:
-    """A ``recover`` in another process, stopped once its scratch copy and new file exist."""
+def paused_recover(source: Path, target: Path, via: str = "api") -> subprocess.Popen[str]:
+    """A ``recover`` in another process, stopped once its scratch copy and new file exist.
+
+    ``via="cli"`` runs it as ``hermes-store recover`` does (through the CLI's
+    ``main``, with its signal handling).
+    """
     child = subprocess.Popen(
-        [sys.executable, "-c", _PAUSED_RECOVER, str(source), str(target)],
+        [sys.executable, "-c", _PAUSED_RECOVER, str(source), str(target), via],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     assert child.stdout is not None
@@ -427,6 +437,27 @@ def test_a_killed_recover_leaves_nothing_after_the_next_run(tmp_path: Path) -> N
     recover(source, out / "third.db")
 
     assert sorted(p.name for p in out.iterdir()) == ["second.db", "third.db"]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_recover_cleans_up_after_itself(tmp_path: Path, signal_name: str) -> None:
+    """``kill`` (or a closed terminal) is not SIGKILL: the run removes its scratch
+    folder -- a full copy of the source -- and its half-built file before it exits."""
+    source = tmp_path / "damaged" / "state.db"
+    source.parent.mkdir()
+    small_store(source, {"s": [f"message {j}" for j in range(40)]})
+    out = tmp_path / "out"
+    out.mkdir()
+    child = paused_recover(source, out / "new.db", via="cli")
+    left = [p for p in out.iterdir() if p.name.startswith(".hermes-recover-")]
+    assert len(left) == 1 and any(left[0].rglob("state.db")), "no copy of the source"
+
+    child.send_signal(getattr(signal, signal_name))
+    _, said = child.communicate(timeout=60)
+
+    assert child.returncode == 128 + getattr(signal, signal_name), said
+    assert "Traceback" not in said and "stopped by" in said, said
+    assert list(out.iterdir()) == [], "the run left files behind"
 
 
 def message_rows_on(path: Path, numbers: set[int]) -> dict[int, list[Any]]:

@@ -44,6 +44,7 @@ from hermes_store.api.cli_args import (
     store_url,
 )
 from hermes_store.api.cli_output import console, fail, say, show, warn, write_json
+from hermes_store.api.cli_signals import StoppedBySignal, signals_unwind
 from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
@@ -1189,8 +1190,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     # typeshed types sys.stdout as a plain TextIO (an error there, unused here).
     sys.stdout = _PipeAwareStdout(real_stdout)  # type: ignore[assignment, unused-ignore]
     try:
-        code = _run(sys.argv[1:] if argv is None else argv)
-        sys.stdout.flush()
+        with signals_unwind():
+            code = _run(sys.argv[1:] if argv is None else argv)
+            sys.stdout.flush()
+    except StoppedBySignal as stopped:
+        fail(
+            f"stopped by {stopped}: what was committed before stays, "
+            "what was under way was rolled back"
+        )
+        code = stopped.exit_code
     except (CliError, StoreError) as error:
         fail(str(error))
         code = 1
