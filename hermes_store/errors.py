@@ -109,8 +109,12 @@ class StoreCorruptError(StoreError):
     The message names the file and the way out.
     """
 
-    def __init__(self, database: str, detail: str, *, sqlite: bool = True) -> None:
-        if sqlite:
+    def __init__(
+        self, database: str, detail: str, *, sqlite: bool = True, way_out: str | None = None
+    ) -> None:
+        if way_out is not None:  # the damage has a way out of its own (see short_file)
+            advice = way_out
+        elif sqlite:
             way_out = (
                 "stop the agents using it, keep the file, and either restore your latest "
                 "backup ('hermes-store backup' makes them) or salvage what can be read: "

@@ -463,7 +463,16 @@ def test_an_empty_file_with_backups_of_it_is_not_made_a_new_store(tmp_path: Path
     with pytest.raises(StoreCorruptError) as raised:
         SessionDB(path)
     assert "0 bytes" in str(raised.value) and "backup" in str(raised.value)
-    assert str(made.path) in str(raised.value)
+    said = str(raised.value)
+    assert said.count(str(made.path)) == 1, said
+    assert f"cp {made.path} {path}" in said and "delete the empty file" in said, said
+    assert "recover" not in said, "nothing to salvage from 0 bytes"
+    for command in (["check"], ["check", "--repair"], ["upgrade"]):
+        done = cli(tmp_path, *command, "--db", str(path))
+        told = done.stdout + done.stderr
+        assert done.returncode == 1 and "Traceback" not in told, told
+        assert f"cp {made.path} {path}" in told, told
+        assert "makes a new store" not in told, "check sent the user to a refusing upgrade"
     assert path.stat().st_size == 0
 
 

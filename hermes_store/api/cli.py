@@ -702,11 +702,15 @@ def check(
     as_json: bool,
 ) -> int | None:
     """Check integrity, foreign keys, the search indexes and the counters; exit 1 if not healthy."""
-    from hermes_store.backends.sqlite.short_file import is_empty_file
+    from hermes_store.backends.sqlite.short_file import is_empty_file, refuse_short_file
     from hermes_store.tools.check import check as run_check
 
     target = _target(db, url, patience)
     if target.path is not None and is_empty_file(target.path):  # --repair would write a header
+        try:  # an empty file with backups beside it is what is left of a store
+            refuse_short_file(target.path)
+        except StoreCorruptError as error:
+            return _unopenable(error, as_json)
         raise SchemaError(
             f"{target.path} is empty (0 bytes, no store): nothing to check or repair; "
             "'hermes-store upgrade' makes a new store there"

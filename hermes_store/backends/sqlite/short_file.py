@@ -38,12 +38,15 @@ def refuse_short_file(path: Path) -> None:
     except OSError:
         return  # missing (a new store), or unreadable: the open says which
     if size == 0:
-        evidence = traces_of_a_store(path)
+        evidence, newest = traces_of_a_store(path)
         if evidence:
+            restore = (
+                f"restore the newest backup over it (cp {newest} {path}), or " if newest else ""
+            )
             raise StoreCorruptError(
                 str(path),
-                f"0 bytes, no store, yet {evidence}: it looks truncated, not new. To "
-                "start a new store there anyway, delete the empty file first",
+                f"0 bytes, no store, yet {evidence}: it looks truncated, not new",
+                way_out=f"{restore}to start a new store there anyway, delete the empty file first",
             )
         return
     if size < HEADER_SIZE:
@@ -68,12 +71,14 @@ def is_empty_file(path: Path) -> bool:
         return False
 
 
-def traces_of_a_store(path: Path) -> str:
-    """What beside an empty ``path`` says a store was there, in words; "" for nothing."""
+def traces_of_a_store(path: Path) -> tuple[str, Path | None]:
+    """What beside an empty ``path`` says a store was there, in words ("" for nothing),
+    and the newest backup of it, if any."""
     from hermes_store.backends.location import hermes_home
     from hermes_store.tools.backup import BACKUP_DIR, backups_in
 
     found = []
+    newest: Path | None = None
     wal = Path(f"{path}-wal")
     try:
         wal_size = wal.stat().st_size
@@ -87,5 +92,6 @@ def traces_of_a_store(path: Path) -> str:
         except OSError:
             continue
         if backups:
-            found.append(f"{len(backups)} backup(s) of it are in {folder} (newest {backups[-1]})")
-    return " and ".join(found)
+            found.append(f"{len(backups)} backup(s) of it are in {folder}")
+            newest = newest or backups[-1]
+    return " and ".join(found), newest
