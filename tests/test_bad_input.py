@@ -1186,3 +1186,16 @@ def test_a_bad_patience_for_one_unit_is_invalid_input(seeded: SessionDB, patienc
 
     error = assert_rejected(seeded, write)
     assert "patience_s" in str(error)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://hermes@db.invalid/hermes?pool_mode=",
+        "postgresql://hermes@db.invalid/hermes?sslmode=require&pool_mode=",
+    ],
+)
+def test_an_option_with_no_value_in_a_url_is_named_not_dropped(url: str) -> None:
+    """The URL parser drops ``name=`` silently: the option would look set and not be."""
+    with pytest.raises(InvalidInputError, match="pool_mode= with no value"):
+        SessionDB(url)

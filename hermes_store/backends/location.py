@@ -62,11 +62,24 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
 def _parsed(text: str, what: str) -> URL:
     """``text`` as a URL; an unreadable one is refused without echoing it (it may hold a
     password)."""
+    _refuse_blank_options(text, what)
     try:
         return _with_driver(make_url(text))
     except (ArgumentError, ValueError) as error:
         scheme = text.split("://", 1)[0]
         raise InvalidInputError(f"{what} ({scheme}://...) is not a valid URL: {error}") from None
+
+
+def _refuse_blank_options(text: str, what: str) -> None:
+    """``?pool_mode=`` with no value would be dropped by the URL parser, silently: an
+    option written but not in effect. Refused, naming the option."""
+    _, _, query = text.partition("?")
+    for pair in filter(None, query.split("&")):
+        name, equals, value = pair.partition("=")
+        if equals and not value:
+            raise InvalidInputError(
+                f"{what} sets {name}= with no value; give the option a value or leave it out"
+            )
 
 
 def _with_driver(url: URL) -> URL:
