@@ -131,3 +131,41 @@ def test_the_pages_python_blocks_are_found_and_marked() -> None:
 @pytest.mark.parametrize("example", EXAMPLES, ids=[example.name for example in EXAMPLES])
 def test_docs_example_runs(example: Example, tmp_path: Path) -> None:
     run_example(example, tmp_path)
+
+
+# Measurement history in the code (issue #29, item 3): the code says why, the design notes
+# keep the numbers. Settings (a 1 s busy timeout, 20-150 ms of jitter) are not history.
+HISTORY = re.compile(
+    r"\bmeasured\b|\bfell from\b|\bwent from\b|\d(?:\.\d+)?\s?[x×]\s+(?:slower|faster)"
+    r"|\d\s?(?:ms|us|µs)\s+(?:instead of|against)\s+\d",
+    re.IGNORECASE,
+)
+
+
+def history_in(source: str) -> list[str]:
+    """The comments and docstrings of ``source`` that carry measurement history."""
+    import io
+    import tokenize
+
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        is_text = token.type == tokenize.COMMENT or (
+            token.type == tokenize.STRING and token.string.lstrip("rbuRBU").startswith('"""')
+        )
+        if is_text:
+            found += [
+                f"line {token.start[0]}: {m.group(0)!r}" for m in HISTORY.finditer(token.string)
+            ]
+    return found
+
+
+def test_code_keeps_the_why_and_the_docs_keep_the_numbers() -> None:
+    assert history_in("x = 1  # fell from 180 to 111 ms\n"), "the pattern finds history"
+    assert not history_in("x = 1  # a 1 s busy timeout, 20-150 ms of jitter\n")
+    found = {
+        str(path.relative_to(ROOT)): history_in(path.read_text(encoding="utf-8"))
+        for folder in ("hermes_store", "migrations")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+    }
+    found = {path: lines for path, lines in found.items() if lines}
+    assert not found, f"measurements to move into docs/design/: {found}"
