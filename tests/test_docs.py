@@ -169,3 +169,13 @@ def test_code_keeps_the_why_and_the_docs_keep_the_numbers() -> None:
     }
     found = {path: lines for path, lines in found.items() if lines}
     assert not found, f"measurements to move into docs/design/: {found}"
+
+
+def test_the_readme_is_one_screen_of_links_into_the_docs() -> None:
+    """README ≤ 200 lines (issue #29); the rest is in docs/, and every link there lands."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    links = re.findall(r"\]\((docs/[^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert len(links) >= 10, links
+    missing = sorted({link for link in links if not (ROOT / link).is_file()})
+    assert not missing, f"README links to pages that do not exist: {missing}"
