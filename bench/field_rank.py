@@ -5,7 +5,7 @@ trigram routes) and each filter variant, the store's search runs with the
 rank window K (``hermes_store.repositories.search.RANK_WINDOW``) at several
 values and once unbounded; a row gives the time (median and slowest of the
 repetitions) and overlap@20: how many of the unbounded top 20 the bounded
-top 20 holds. This is how K was chosen (README, search section). The corpus
+top 20 holds. This is how K was chosen (docs/design/search.md). The corpus
 is opened for reading only.
 """
 

@@ -581,7 +581,7 @@ def test_regression_read_methods_let_lone_surrogates_reach_the_driver(seeded: Se
     ``get_messages_as_conversation``, ``message_count``, ``get_ancestors``,
     ``get_descendants`` and ``export_session`` pass a lone surrogate straight to
     the driver, which raises a bare ``UnicodeEncodeError`` naming no argument
-    (the README promises ``InvalidInputError`` for "text that is not valid
+    (the docs promised ``InvalidInputError`` for "text that is not valid
     Unicode"). Fix: hermes_store/facade.py, first line of each of these methods:
     ``text_arg("session_id", session_id)`` (``optional=True`` in ``message_count``).
     """

@@ -2,7 +2,7 @@
 
 Agent code, dashboards and web UIs were written against the old hand-written
 class; where its observable behaviour differs from what the design document
-shows, these tests hold ``SessionDB`` to the old behaviour (README: "Where
+shows, these tests hold ``SessionDB`` to the old behaviour (docs/guides/session-db.md: "Where
 SessionDB follows the old code over the design document"). Every test runs on
 SQLite and on PostgreSQL.
 """

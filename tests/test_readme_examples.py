@@ -1,86 +1,29 @@
 """Every Python example of the README runs as written.
 
-Each ```python block is run on its own, as a reader would paste it: in a
-fresh interpreter, in an empty folder, with ``HERMES_HOME`` pointing to an
-empty folder of its own (so ``SessionDB()`` makes a new ``state.db`` there).
-A block that cannot run here because it needs something a test machine does
-not have says so in the README, on the line before its fence::
-
-    <!-- needs: postgresql -->
-
-Those, and only those, are skipped, each naming what it needs.
+How a block is found, marked (``<!-- needs: postgresql -->``) and run is
+tests/markdown_examples.py, which tests/test_docs.py shares for the pages of docs/.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from .markdown_examples import Example, check_markers, python_examples, run_example
+
 README = Path(__file__).resolve().parent.parent / "README.md"
-NEEDS = re.compile(r"^<!-- needs: ([a-z0-9_, -]+) -->$")
-KNOWN_NEEDS = {"postgresql": "a PostgreSQL server the example names (db.internal)"}
 
-
-@dataclass(frozen=True)
-class Example:
-    line: int
-    """The line of the opening fence, 1-based."""
-    code: str
-    needs: tuple[str, ...]
-
-
-def readme_examples(text: str) -> list[Example]:
-    """The README's ```python blocks in order, with what each one needs."""
-    lines = text.splitlines()
-    examples = []
-    index = 0
-    while index < len(lines):
-        fence = lines[index]
-        if fence.lstrip().startswith("```python"):
-            indent = len(fence) - len(fence.lstrip())
-            end = index + 1
-            while end < len(lines) and lines[end].strip() != "```":
-                end += 1
-            if end == len(lines):
-                raise AssertionError(f"README.md:{index + 1}: the python block never closes")
-            code = "\n".join(line[indent:] for line in lines[index + 1 : end]) + "\n"
-            examples.append(Example(index + 1, code, _needs(lines, index)))
-            index = end
-        index += 1
-    return examples
-
-
-def _needs(lines: list[str], fence: int) -> tuple[str, ...]:
-    previous = fence - 1
-    while previous >= 0 and not lines[previous].strip():
-        previous -= 1
-    found = NEEDS.match(lines[previous].strip()) if previous >= 0 else None
-    if found is None:
-        return ()
-    return tuple(sorted(need.strip() for need in found.group(1).split(",")))
-
-
-EXAMPLES = readme_examples(README.read_text(encoding="utf-8"))
+EXAMPLES = python_examples(README.read_text(encoding="utf-8"), "README.md")
 EXAMPLES_BY_LINE = {example.line: example for example in EXAMPLES}
 
 
 def test_every_python_block_is_found_and_every_marker_is_known() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert len(EXAMPLES) == text.count("```python"), "a python block the parser missed"
+    check_markers(README.read_text(encoding="utf-8"), EXAMPLES)
     assert len(EXAMPLES) >= 5  # the README's examples, not an empty parametrization
-    markers = [line for line in text.splitlines() if line.strip().startswith("<!-- needs:")]
-    marked = [example for example in EXAMPLES if example.needs]
-    # Each marker stands right before a python block: none is stray or malformed.
-    assert len(markers) == len(marked), "a needs marker that is not right before a python block"
-    for example in marked:
-        unknown = set(example.needs) - set(KNOWN_NEEDS)
-        assert not unknown, f"README.md:{example.line}: unknown needs {sorted(unknown)}"
 
 
 def test_only_the_marked_blocks_are_skipped() -> None:
@@ -96,29 +39,9 @@ def test_only_the_marked_blocks_are_skipped() -> None:
     assert all("postgresql" in EXAMPLES_BY_LINE[line].code for line in skipped)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[f"README.md:{e.line}" for e in EXAMPLES])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[example.name for example in EXAMPLES])
 def test_readme_example_runs(example: Example, tmp_path: Path) -> None:
-    if example.needs:
-        wanted = "; ".join(KNOWN_NEEDS.get(need, need) for need in example.needs)
-        pytest.skip(f"README.md:{example.line} needs {wanted} (<!-- needs: ... --> marker)")
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    script = tmp_path / f"readme_{example.line}.py"
-    script.write_text(example.code, encoding="utf-8")
-    env = {**os.environ, "HERMES_HOME": str(tmp_path / "hermes-home")}
-    env.pop("HERMES_STORE_URL", None)  # the examples mean the default store, a SQLite file
-    completed = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, (
-        f"README.md:{example.line} exited {completed.returncode}\n"
-        f"--- stdout\n{completed.stdout}\n--- stderr\n{completed.stderr}"
-    )
+    run_example(example, tmp_path)
 
 
 def _quick_start() -> list[str]:

@@ -307,7 +307,7 @@ def _until_a_new_sleep(thread: threading.Thread) -> None:
     process-wide mutexes (its allocator's, its VFS's): the child inherits it
     locked and waits on it forever (seen: ``sqlite3Malloc`` in the child,
     the mutex owned by the parent's leader). That is the rule for every fork
-    of a threaded process, and the README's ("forking while another thread
+    of a threaded process, and the docs' ("forking while another thread
     is inside a unit of work is not supported"). So the child is forked at
     the start of one of the leader's sleeps between lock attempts (100 ms by
     then), when it holds none of them.

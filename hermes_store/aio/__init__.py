@@ -2,7 +2,8 @@
 
 Lock waits, flushes and queries run on worker threads of the store's own
 (:mod:`hermes_store.aio.offload`), never on the event loop; concurrent writes
-share commits (:mod:`hermes_store.uow.group`). See the README's "asyncio".
+share commits (:mod:`hermes_store.uow.group`). See the guide "asyncio and shared
+commits" (docs/guides/asyncio.md).
 """
 
 from hermes_store.aio.session_db import AsyncSessionDB

@@ -2,8 +2,9 @@
 
 Handing each write to a worker thread that then waits in the queue of
 shared commits (:mod:`hermes_store.uow.group`) costs two thread hand-offs
-per call, and the waiting workers' wake-ups, all under one GIL: measured
-with 8 tasks, 270 us of CPU per append against 111 us for 8 threads. Here a
+per call, and the waiting workers' wake-ups, all under one GIL: more than
+twice the CPU per append of threads calling directly (design notes, "Shared
+commits"). Here a
 task's write is queued on the loop's own thread and awaited as a future;
 one worker thread leads the groups (:meth:`SharedCommits.lead_queued`), and
 each group's outcomes reach the loop in one ``call_soon_threadsafe``.

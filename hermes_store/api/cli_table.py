@@ -2,7 +2,7 @@
 
 These two listings are what people run most, and start-up is most of what
 they wait for (issue #19: within 1.5x of ``import sqlalchemy``); rich's
-import and layout were a sixth of that budget. A table here is drawn in
+import and layout took a large share of that budget. A table here is drawn in
 rich's default box (heavy head), fitted to the terminal's width (160 columns
 into a pipe), its cells word-wrapped, a word longer than its column folded,
 CJK characters counted two columns wide. Cells are lists of ``(text,

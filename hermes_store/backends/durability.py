@@ -14,10 +14,8 @@ returns; the disk flush happens at the next WAL checkpoint (SQLite
 process being killed, and the database is never corrupted, but the last
 commits before an operating-system crash or a power loss may be gone.
 
-The flush is most of an append's time on disk. On this project's benchmark
-(``python -m bench``, the ``durability=normal`` rows) ``NORMAL`` takes 0.6 of
-the default's time for an append, 0.7 for a 6-message turn, and 0.7-0.8 for
-six contending writers.
+The flush is most of an append's time on disk: what ``NORMAL`` saves is in
+the ``durability=normal`` rows of ``python -m bench`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ class SubstringQuery:
 
     bm25 first counts, for every term of the query, the messages that contain
     it anywhere in the index. A CJK term's trigrams are rare enough for that
-    to be cheap; a Latin term's are in a large share of all messages (``docker``:
-    208,480 of a million, 60 ms of counting before the first score), so a
+    to be cheap; a Latin term's are in a large share of all messages (design
+    notes, "Search at field size"), so a
     trigram query with any term that has no CJK character comes newest first,
     as the ``LIKE`` route always does.
     """

@@ -24,7 +24,7 @@ A page costs two statements, whatever its size: the page of root rows, then
 (only if the page holds compression roots) one recursive query that walks all
 their chains and returns the tips' rows. Both run off the indexes on
 ``started_at``, ``parent_session_id`` and ``messages(session_id, timestamp)``,
-so a page stays a few milliseconds at 50,000 sessions.
+so a page costs the same two statements whatever the store's size.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ LINEAGE_ROOT_KEY = "_lineage_root_id"
 # agent never ANALYZEs, so it would look "parent_session_id IS NULL" up in
 # idx_sessions_parent -- nearly every session -- and sort them all; the unary + (SQLite's
 # documented way to keep a term off an index) makes it walk idx_sessions_started newest
-# first and stop at the page (0.2 ms instead of 150 ms at 50,000 sessions). PostgreSQL has
+# first and stop at the page instead of sorting every session. PostgreSQL has
 # statistics and no unary + for text.
 _ROOTS_ONLY = {
     "sqlite": "+s.parent_session_id IS NULL",
@@ -260,12 +260,12 @@ def page(
 ) -> list[dict[str, Any]]:
     """One page of listed sessions (previews finished), before any projection.
 
-    An OFFSET walks every index entry before the page (about 45 ns each on
-    SQLite). A page of every session (no filter) past the middle is counted
+    An OFFSET walks every index entry before the page. A page of every
+    session (no filter) past the middle is counted
     from the oldest end instead -- the full listing index walked backwards,
     which yields the same entries in reverse -- after a ``COUNT(*)`` of
-    ``sessions``, which SQLite answers from its smallest index's page headers
-    (0.01 ms at 50,000 sessions): the last page costs what the first does.
+    ``sessions``, which SQLite answers from its smallest index's page
+    headers: the last page costs what the first does.
     """
     dialect = connection.dialect.name
     requested = (limit, offset)

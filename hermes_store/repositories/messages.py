@@ -8,7 +8,7 @@ not one INSERT per message: SQLite (3.40) opens a statement savepoint for
 every statement that writes an FTS5 table, and FTS5 writes its pending index
 data out as a new segment at each one. One statement per turn means one
 segment per index per turn instead of one per message -- the same rows and
-index, and less than half the instructions for a 6-message turn.
+index, for far fewer instructions (design notes, "Hot paths and start-up").
 """
 
 from __future__ import annotations
@@ -373,9 +373,9 @@ class MessageRepository:
         """:meth:`for_session` as the old API's dicts, built straight from the rows.
 
         ``SessionDB.get_messages`` returns dicts; going through the frozen
-        records first (a checked ``__init__`` per row, then ``as_dict``) made
-        it 1.6x slower on a 10,000-message session (measured against the
-        store before the records existed). Same rows, same keys, same decoding.
+        records first would cost a checked ``__init__`` per row and then
+        ``as_dict``, a large share of a long session's read for nothing the
+        caller sees. Same rows, same keys, same decoding.
         """
         text_arg("session_id", session_id)
         rows = self._s.for_session.rows(self._c, {"p_id": session_id})

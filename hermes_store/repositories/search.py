@@ -108,8 +108,8 @@ query's matches, newest first, into windows of K and ranks within a window:
 the first page holds the best-ranked of the newest K matches (of those the
 filters let through; a window left with too few goes on in the next). A
 query with at most K matches has one window, so its order is exactly
-bm25's. Chosen by measurement: see the README's search section (rank cost
-is linear in the window).
+bm25's. K was chosen by measurement (rank cost is linear in the window):
+see the design notes, "Search at field size".
 """
 
 RANK_WINDOWS = 3
@@ -175,8 +175,8 @@ def _match_statement(
     revision 0013's index of (id, role, session_id): an FTS5 statement with
     filters then tests each match there, in that order (``CROSS JOIN``), and
     reads the ``messages`` row of those it keeps alone; without it, every
-    match's row was read for its role and session (0.1-0.2 s for a phrase in
-    60,040 messages whose filters pass 3).
+    match's row is read for its role and session (design notes, "Search at
+    field size").
     """
     tested = index is not None and filter_index is not None and not visible
     tested = tested and (sources or excluded or roles)
@@ -319,8 +319,8 @@ class SearchRepository:
         """The word index's terms under ``prefix``, for :func:`spell_out`.
 
         FTS5 answers ``deploy*`` by merging the doclists of all its terms in
-        full before the first row (20-100 ms at a million messages, for each
-        statement of a search); ``("deploy" OR "deployed" OR ...)`` matches
+        full before the first row, for each statement of a search;
+        ``("deploy" OR "deployed" OR ...)`` matches
         the same messages and is walked lazily. bm25 then scores each term
         on its own (a rarer form weighs more) instead of the prefix as one.
         """
@@ -582,9 +582,9 @@ class SearchRepository:
         Such a query gets no substring matches after its word matches. They
         would come after every one of its word matches (the first page of an
         unfiltered search never reaches them), and finding them walks the
-        trigram index for every message holding the text: a phrase in 60,040
-        messages took 120-190 ms at a million messages whenever filters left
-        the page short, to add nothing. Counted as the rank windows count
+        trigram index for every message holding the text: for a common phrase
+        a long walk whenever filters leave the page short, to add nothing.
+        Counted as the rank windows count
         (before filters; one walk of K doclist entries), so the rule is the
         same on every page and with every filter: a filtered search stays the
         unfiltered order with the other rows left out. A word glued into CJK

@@ -426,11 +426,11 @@ FTS_MERGE_PAGES = 150
 
 FTS5 merges as it writes: each time 64 more leaf pages have been written to an
 index, the transaction that crossed the mark merges 64 pages per level of the
-index (hundreds of pages) -- on the field corpus a prune batch of 15 ms then
-held the lock 200-300 ms. A bounded merge step in every batch keeps the levels
-merged as the prune goes, so the big steps find little left to do: the
-longest hold fell from 180 to 111 ms, batches over 100 ms from 96 to 35 (the
-same FTS5 command any program may run; the file's FTS settings are untouched).
+index (hundreds of pages) -- and the prune batch that crossed the mark held
+the lock many times its target. A bounded merge step in every batch keeps the
+levels merged as the prune goes, so the big steps find little left to do and
+the longest holds are shorter (design notes, "Pruning"; the same FTS5 command
+any program may run; the file's FTS settings are untouched).
 """
 _GUARD_CHUNK = 500
 """Ids per statement of the broken-delete check (SQLite's limit on bound variables)."""

@@ -65,7 +65,9 @@ def script_location() -> str:
 
     The package is tried first because it is what an installed (or editable)
     hermes_store was built with; a bare checkout on ``sys.path`` has no such
-    package and falls back to ``migrations/`` beside ``hermes_store/``.
+    package and falls back to ``migrations/`` beside ``hermes_store/`` (this
+    module is ``hermes_store/schema/migrate.py``: three levels down from the
+    checkout's root).
     """
     try:
         installed = resources.files(_MIGRATIONS_PACKAGE)
@@ -73,7 +75,7 @@ def script_location() -> str:
         installed = None
     if isinstance(installed, Path) and (installed / "env.py").is_file():
         return str(installed)
-    checkout = Path(__file__).resolve().parent.parent / "migrations"
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
     if (checkout / "env.py").is_file() and (checkout / "versions").is_dir():
         return str(checkout)
     raise SchemaError(

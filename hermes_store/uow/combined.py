@@ -3,8 +3,8 @@
 A shared transaction (:mod:`hermes_store.uow.group`) that holds eight
 appends could run them as eight INSERTs; on SQLite each INSERT that writes
 the FTS5 indexes makes each index write its pending data out as a segment
-of its own, and the SQL of eight one-row INSERTs costs about twice that of
-one eight-row INSERT (measured: 73 against 100-200 us of CPU per append).
+of its own, so the SQL of eight one-row INSERTs costs well more than that
+of one eight-row INSERT (design notes, "Shared commits").
 A :class:`Combinable` says how its callers' payloads are done together:
 the group hands every queued call with the same ``run_all`` to it at once.
 

@@ -28,16 +28,14 @@ Gathering: the threads a group answered are usually back a moment later
 with their next write. The next group waits for them, up to
 :data:`_STRAGGLERS_S` (1 ms) and only while some have not written again, so
 N concurrent writers settle into groups of N instead of alternating halves
-(measured with 8 threads: 8 calls a group instead of 4, a quarter of the
-fsyncs of plain appends becoming an eighth). A thread that has no company --
+(and so half as many fsyncs). A thread that has no company --
 no group answered others with it -- never waits: it commits alone, at once.
 Groups led for an event loop (:meth:`SharedCommits.lead_queued`) never
 wait: a delivery wakes the loop's tasks together, and the loop runs every
 one of them, each queuing its next write, before it blocks again and lets
 the leading thread run -- the burst is already queued when the group takes
-its calls, and the wait only delayed it (measured with 8 tasks, four
-interleaved runs each: 8 calls a group either way, 0-19% more appends a
-second without the wait, 6-15% less CPU a call).
+its calls, and the wait only delayed it (groups are as large without it;
+the design notes, "Shared commits", have the runs).
 
 Bounds: a group takes at most :data:`MAX_CALLS` calls and stops taking more
 once it has held the lock for :data:`MAX_HOLD_S`, so another process waiting
@@ -571,8 +569,8 @@ class SharedCommits:
 
         The calls run optimistically, with no savepoint, combinable ones in
         one go: a savepoint makes SQLite copy every page the group then
-        changes to its sub-journal (measured: 15 us of CPU per append for one
-        savepoint around the group), and FTS5 writes its pending index data
+        changes to its sub-journal (even one savepoint around the group
+        costs CPU on every append), and FTS5 writes its pending index data
         out as a segment at each one. When a call fails, nothing marks where
         it began: the transaction is rolled back, the failing call hears its
         error (a combined batch's calls are marked ``careful`` instead, to be

@@ -14,8 +14,8 @@ cut into batches, each its own write unit of work:
   per message (reads of a few hundred sessions at a time, outside any write
   lock). Deleting a message makes each FTS index tokenize its text again, so
   the text is what the time follows: counted in messages, batches of the
-  same budget took 10 ms or 600 ms (a session's mean message length ranges
-  15-fold on the field corpus);
+  same budget would differ in time many times over (a session's mean message
+  length varies that much from session to session);
 * a batch takes sessions until their cost reaches a budget, deletes those
   still prunable (a session reopened meanwhile stays) one at a time until
   its share of ``target_s`` has passed (:func:`_delete_batch`: the forecast
@@ -32,10 +32,10 @@ cut into batches, each its own write unit of work:
   pruner that began its next batch at once would keep winning. The pause is
   at least ``pause_s`` and at least the gap between the polls of a writer that
   waited through the whole batch, so a waiter's next poll finds the lock
-  free: its wait is one batch plus one poll gap. (Measured: with a fixed
-  30 ms pause, a batch that ran long -- a slow disk, a starved CPU -- left
-  waiters polling every 50-100 ms, they missed the pause, and one waited
-  1.1 s through a dozen batches);
+  free: its wait is one batch plus one poll gap. (A fixed pause is not
+  enough: after a batch that ran long -- a slow disk, a starved CPU -- the
+  waiters poll too rarely to see it, and one can wait through many batches;
+  design notes, "Pruning");
 * when the plan is done, the sessions that became prunable meanwhile (ended
   during the prune, started before the cutoff) are listed again and pruned
   the same way, until none is left.
@@ -58,15 +58,15 @@ from hermes_store.uow.unit import UnitOfWork
 TARGET_BATCH_S = 0.025
 """How long a batch should hold the write lock (the budget adapts to reach it).
 
-Half of the 50 ms it once was: the cost of deleting a message varies several
-fold (its length, FTS5 merge work at commit), so the batches that overshoot
-the target, which set the longest wait, overshoot a smaller one by less.
+Short, because the cost of deleting a message varies several fold (its
+length, FTS5 merge work at commit): the batches that overshoot the target,
+which set the longest wait, overshoot a smaller one by less.
 """
 DELETE_SHARE = 0.5
 """The share of ``target_s`` a batch spends deleting; its FTS5 merge step and commit take the rest.
 
-Measured on the field corpus: the commit (FTS5 writing out the pending
-deletes, the WAL flush) costs about as long as the deletes did.
+The commit (FTS5 writing out the pending deletes, the WAL flush) costs about
+as long as the deletes (design notes, "Pruning").
 """
 PAUSE_S = 0.030
 """The shortest pause between batches: longer than a waiting writer's early poll gaps."""
@@ -84,11 +84,11 @@ COST_PER_MESSAGE = 200
 COST_PER_EXTRA_BYTE = 16
 """What each UTF-8 byte beyond the first of a character adds to its cost, in characters.
 
-Fitted on the field corpus (deleting 400 random sessions, least squares):
-53 us a message, 0.22 us a character, 3.5 us an extra byte -- a CJK character
-(two extra bytes) is unindexed from the trigram and CJK-pair indexes at
-about 30 times the cost of a Latin one. Counted in characters alone, batches
-of CJK sessions held the lock five times longer than their budget.
+Fitted by least squares on the field corpus (the fit is in the design
+notes, "Pruning"): a CJK character (two extra bytes) is unindexed from the
+trigram and CJK-pair indexes too, at many times the cost of a Latin one.
+Counted in characters alone, batches of CJK sessions held the lock far
+longer than their budget.
 """
 FIRST_BUDGET = 20_000
 """The cost of the first batch, before any batch has been timed (tens of messages)."""
@@ -226,9 +226,9 @@ def _delete_batch(
 
     The sessions go one at a time until ``delete_s`` has passed since the
     unit began, the clock read after each: the budget is a forecast from
-    the text's size, and it misjudged some batches five-fold (CJK text and
-    tool JSON cost more per character to unindex), each such batch holding
-    the lock for 100-180 ms. Those left over head the next batch. At least
+    the text's size, and it misjudges some batches several-fold (CJK text
+    and tool JSON cost more per character to unindex), each such batch
+    holding the lock well past its target. Those left over head the next batch. At least
     one session goes, so the prune always moves on.
     (A named function: the loop's values bound, not captured.)
     """

@@ -74,9 +74,9 @@ def load_repositories() -> None:
     its own import): an import in a worker thread holds the GIL for whole
     milliseconds at a time -- compiling a stale module, and ``dataclass``
     generating its methods through ``exec`` -- and stalls the loop for as
-    long (measured: 6-10 ms gaps of a 1 ms ticker at the first write of a
-    process, in about one run in eight). The ORM (``uow.orm``) stays
-    lazy: a quarter of ``import sqlalchemy`` again, for units that use it.
+    long, at a process's first write (the measurement is in the design
+    notes, "Shared commits"). The ORM (``uow.orm``) stays lazy: a large
+    import of its own, paid only by units that use it.
     """
     import hermes_store.repositories.messages
     import hermes_store.repositories.search

@@ -15,7 +15,7 @@ trigger, no second copy of the text, always in step with the table. Queries
 must repeat that exact expression for the index to be used. The first 100,000
 characters only: a tsvector cannot exceed 1 MB (a larger one is an error, and
 the INSERT of the message would fail), 100,000 characters stay under that in
-the worst case measured (about 8 bytes of tsvector per character), and
+the worst case (about 8 bytes of tsvector per character), and
 tsvector positions stop at 16,383 anyway, which is about that many words.
 
 Revision ID: 0001

@@ -1,7 +1,7 @@
 """Our addition (schema_version stays 6): indexes for listings and reports at 50,000 sessions.
 
-Issue #19 measured the session listings and reports on a file of 50,000
-sessions, where each statement scanned the ``sessions`` table -- rows that
+On issue #19's file of 50,000 sessions each statement of the session
+listings and reports scanned the ``sessions`` table -- rows that
 carry whole system prompts, so a scan reads hundreds of megabytes. Each
 index below lets one of them read a few pages instead:
 

@@ -3,9 +3,10 @@
 Revision 0009's triggers cut a text into 1,025-character pieces with
 ``substr(content, offset, 1025)``. SQLite finds a character offset in UTF-8
 text by walking from the start, so every piece walked half the text on
-average: a text of n characters cost n**2 / 2048 steps. A 10 MiB message
-with a non-ASCII character took a minute to append (4 MiB: 12 s; 1 MiB: 1 s),
-all of it inside the write transaction, so every other writer waited too.
+average: a text of n characters cost n**2 / 2048 steps. A message of a few
+MiB with a non-ASCII character took far longer to append than its size
+explains (docs/design/search.md, "Short CJK terms"), all of it inside the
+write transaction, so every other writer waited too.
 
 These triggers cut from the piece above instead of from the text: pieces of
 1 Mi characters from the text (a few walks of the text at most), then 32 Ki

@@ -1,17 +1,17 @@
 """Our addition (schema_version stays 6): an index of each message's role and session.
 
-Issue #19 measured a phrase whose ``source_filter``/``role_filter`` pass 3
-of its 60,040 matches at a million messages: 0.3 s, most of it reading the
-``messages`` row of every match for ``role`` and ``session_id`` (to reach
-``sessions.source``). Those rows carry whole conversations, spread over
-3.4 GB, and no index held the two columns. ``idx_messages_search_filter``
-(id, role, session_id) does: keyed by the rowid, it answers "what role,
-which session" for any match from a b-tree of about 42 bytes an entry
-(+42 MB at a million messages), so a filtered search tests each match there
-and reads the rows of the page alone (see
+Issue #19 found a common phrase whose ``source_filter``/``role_filter`` pass
+a few of its matches spending most of its time reading the ``messages`` row
+of every match for ``role`` and ``session_id`` (to reach ``sessions.source``;
+the numbers are in docs/design/search.md). Those rows carry whole
+conversations, spread over the whole file, and no index held the two
+columns. ``idx_messages_search_filter`` (id, role, session_id) does: keyed
+by the rowid, it answers "what role, which session" for any match from a
+small b-tree (a few dozen bytes an entry), so a filtered search tests each
+match there and reads the rows of the page alone (see
 :class:`hermes_store.repositories.search.SearchRepository`). It is built
-from ``messages`` in rowid order, which is the index's own order: seconds
-at a million messages.
+from ``messages`` in rowid order, which is the index's own order: one
+pass, no sort.
 
 An index is invisible to other programs: the old ``sqlite3`` code and the
 agent's own migrations neither read nor mind it, and a file of the agent's

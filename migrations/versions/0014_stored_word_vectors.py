@@ -1,7 +1,7 @@
 """Our addition (schema_version stays 6): PostgreSQL keeps each message's tsvector.
 
-Issue #28 measured PostgreSQL search at 805,362 messages: 4-10 s a query,
-over 90% of it re-parsing the text of every match, because revision 0001's
+Issue #28 found PostgreSQL search at field size spending most of its time
+re-parsing the text of every match, because revision 0001's
 GIN index is on an expression and stores no vector: ``ts_rank`` and the
 position check of a phrase parse the content again for each row. This
 revision adds the generated column ``messages.content_tsv`` (the same
@@ -11,8 +11,8 @@ role filter narrows the oldest rank window before its rows are read (see
 :mod:`hermes_store.backends.postgresql.word_index`).
 
 Adding a stored generated column rewrites ``messages`` under an exclusive
-lock: writers wait for the rewrite and the index build (minutes at a million
-messages; the README's upgrade section gives the measured time).
+lock: writers wait for the rewrite and the index build (the PostgreSQL guide,
+docs/guides/postgresql.md, gives the time it took).
 
 On SQLite this revision does nothing: FTS5 stores its own positions.
 

@@ -4,8 +4,8 @@ A lineage is the sessions titled ``base`` or ``base #<anything>``; on
 PostgreSQL ``SessionRepository`` asks ``title LIKE 'base #%'``. A b-tree
 with the database's collation cannot answer a ``LIKE`` prefix unless the
 collation is ``C`` (a ``C.UTF-8`` database is not, to the planner), so
-every lineage question scanned ``sessions`` (issue #28: 2.3 ms at 54,000
-sessions, growing with them). ``idx_sessions_title_pattern`` is on
+every lineage question scanned ``sessions`` (issue #28), at a cost growing
+with their number. ``idx_sessions_title_pattern`` is on
 ``title text_pattern_ops``, the operator class that compares characters
 code by code whatever the collation, which the planner turns a ``LIKE``
 prefix into a range of; ``started_at`` and ``id`` are included, so a

@@ -3,7 +3,7 @@
 Revision 0001 indexed the expression ``to_tsvector('simple', LEFT(COALESCE(content,
 ''), 100000))``; the index held the lexemes but not the vector, so every
 statement that ranked (``ts_rank``) or checked a phrase's positions re-parsed
-the text of every match: over 90% of a search's time at 800,000 messages.
+the text of every match: most of a search's time at field size (issue #28).
 ``messages.content_tsv`` keeps the vector itself, computed by the server on
 every insert and update (a generated column: no trigger to forget, nothing a
 writer of ours or anyone else's can leave stale), so ranking and phrase
@@ -38,7 +38,7 @@ ROLE_INDEX = "idx_messages_role"
 ROLE_INDEX_DDL = f"CREATE INDEX IF NOT EXISTS {ROLE_INDEX} ON messages (role)"
 """A search's role filter as an index: the oldest rank window is filtered before it is read.
 
-At a million messages a phrase's 60,000 older matches were read row by row
-to find the 3 a ``role_filter`` passes (2.5 s); intersected with this index
-in the bitmap first, only the rows of that role are read.
+Without it a common phrase's older matches are read row by row to find the
+few a ``role_filter`` passes; intersected with this index in the bitmap
+first, only the rows of that role are read.
 """

@@ -327,7 +327,7 @@ def _begin_immediate(
     Each attempt waits in SQLite's busy handler as well: its timeout (the
     connection's ``busy_timeout_ms``) is cut to what is left of the patience
     whenever that is less, and set back after. Left whole, an attempt begun
-    near the end waited a full busy timeout more (patience 2.5 s, 3.3 s).
+    near the end would wait a full busy timeout past the patience.
     """
     started = time.monotonic()
     deadline = started + patience_s
