@@ -190,10 +190,8 @@ def _copy(source: Path, folder: BackupFolder, partial: str, descriptor: int) -> 
         finally:
             writer.close()
         reader.execute("COMMIT")
-    except sqlite3.Error as error:
+    except (sqlite3.Error, UnicodeDecodeError) as error:
         raise _failure(error, source, f"backup of {source} failed") from error
-    except UnicodeDecodeError as error:
-        raise _damaged_source(source, undecodable_schema(error)) from error
     finally:
         reader.close()
     if not folder.holds(partial, descriptor):
@@ -211,8 +209,14 @@ def _damaged_source(source: Path, detail: str) -> BackupError:
     )
 
 
-def _failure(error: sqlite3.Error, source: Path, what: str) -> BackupError:
-    """Damage is the source's (the copy is its pages); anything else is said as it is."""
+def _failure(error: sqlite3.Error | UnicodeDecodeError, source: Path, what: str) -> BackupError:
+    """Damage is the source's (the copy is its pages); anything else is said as it is.
+
+    A ``UnicodeDecodeError`` from a statement is the driver failing to decode
+    SQLite's "malformed schema" message: schema text that is not UTF-8.
+    """
+    if isinstance(error, UnicodeDecodeError):
+        return _damaged_source(source, undecodable_schema(error))
     corrupt = corrupt_error(error, str(source))
     if corrupt is not None:
         return _damaged_source(source, corrupt.detail)
@@ -227,10 +231,8 @@ def _verify(path: str, source: Path, sessions: int, messages: int) -> None:
             raise _damaged_source(source, "; ".join(" ".join(p.split()) for p in problems[:3]))
         counted = checker.execute(COUNT_ROWS).fetchone()
         mode = checker.execute("PRAGMA journal_mode").fetchone()[0]
-    except sqlite3.Error as error:
+    except (sqlite3.Error, UnicodeDecodeError) as error:
         raise _failure(error, source, "the backup does not read back; it was not kept") from error
-    except UnicodeDecodeError as error:
-        raise _damaged_source(source, undecodable_schema(error)) from error
     finally:
         checker.close()
     if tuple(counted) != (sessions, messages):
