@@ -16,7 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOPPING_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""SIGHUP does not exist on Windows, where the package also runs."""
 
 
 class StoppedBySignal(BaseException):
