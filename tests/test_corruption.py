@@ -476,6 +476,24 @@ def test_an_empty_file_with_backups_of_it_is_not_made_a_new_store(tmp_path: Path
     assert path.stat().st_size == 0
 
 
+def test_the_restore_line_for_an_empty_file_pastes_into_a_shell(tmp_path: Path) -> None:
+    """A folder name with a space must not split the suggested ``cp`` into four words."""
+    import shlex
+
+    from hermes_store.tools.backup import backup
+
+    folder = tmp_path / "my store"
+    folder.mkdir()
+    path = folder / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("s1", "cli")
+    made = backup(path, folder / "backups", keep=1)
+    path.write_bytes(b"")
+    with pytest.raises(StoreCorruptError) as raised:
+        SessionDB(path)
+    assert f"cp {shlex.quote(str(made.path))} {shlex.quote(str(path))}" in str(raised.value)
+
+
 def test_an_empty_file_with_a_wal_beside_it_is_not_made_a_new_store(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     path.write_bytes(b"")

@@ -24,6 +24,7 @@ The checks cost a ``stat`` and a 16-byte read per open.
 from __future__ import annotations
 
 from pathlib import Path
+from shlex import quote
 
 from hermes_store.backends.sqlite.file_header import HEADER_SIZE, MAGIC
 from hermes_store.errors import StoreCorruptError
@@ -40,9 +41,10 @@ def refuse_short_file(path: Path) -> None:
     if size == 0:
         evidence, newest = traces_of_a_store(path)
         if evidence:
-            restore = (
-                f"restore the newest backup over it (cp {newest} {path}), or " if newest else ""
-            )
+            restore = ""
+            if newest is not None:  # quoted: the line is meant to be pasted into a shell
+                command = f"cp {quote(str(newest))} {quote(str(path))}"
+                restore = f"restore the newest backup over it ({command}), or "
             raise StoreCorruptError(
                 str(path),
                 f"0 bytes, no store, yet {evidence}: it looks truncated, not new",
