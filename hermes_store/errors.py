@@ -167,7 +167,7 @@ class StoreAccessError(StoreUnavailableError):
     read-only, or it belongs to another user."""
 
 
-class UnknownBackendError(StoreError, ValueError):
+class UnknownBackendError(InvalidInputError):
     """The database's dialect has no backend in this package (its name is in the message).
 
     A backend is a package under ``hermes_store/backends/`` registered in

@@ -14,8 +14,9 @@ and one entry in :data:`hermes_store.backends.BACKENDS` (see the design notes,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
@@ -25,7 +26,43 @@ from sqlalchemy.sql.elements import TextClause
 if TYPE_CHECKING:
     from hermes_store.backends.durability import Durability
     from hermes_store.backends.policy import ContentionPolicy
-    from hermes_store.schema.layout import Layout
+    from hermes_store.errors import StoreError
+    from hermes_store.schema.layout import Layout, LayoutCell
+    from hermes_store.schema.state import SchemaState
+    from hermes_store.uow.failures import Failures
+
+_T = TypeVar("_T")
+
+
+class DriverRules(Protocol):
+    """How a unit of work begins and ends its transaction on the driver itself (SQLite).
+
+    A ``BEGIN IMMEDIATE`` and a ``COMMIT`` sent straight to the driver cost less
+    than SQLAlchemy's transaction bookkeeping around them, which an append
+    would otherwise pay inside the write lock; a backend without such rules
+    begins through SQLAlchemy.
+    """
+
+    errors: tuple[type[Exception], ...]
+    """The driver's error classes, caught where the unit ends its transaction."""
+
+    def begin(self, dbapi_connection: Any, *, write: bool, patience_s: float | None) -> None:
+        """Begin a reader's or a writer's transaction, the writer within its patience."""
+
+    def after_write_commit(self, dbapi_connection: Any) -> None:
+        """What follows a write commit (SQLite: every Nth one checkpoints the WAL)."""
+
+
+class FileWatch(Protocol):
+    """Notices the database file replaced under an open store, before a unit runs."""
+
+    def follow(
+        self,
+        connection: Connection,
+        adopting: Callable[[str], None] | None,
+        on_replaced: Callable[[], None] | None,
+    ) -> None:
+        """Move ``connection`` to the file now at the path, or refuse it (StoreReplacedError)."""
 
 
 @runtime_checkable
@@ -133,6 +170,62 @@ class Backend(Protocol):
         read_only: bool = False,
     ) -> Engine:
         """An engine for ``url`` with this backend's rules installed."""
+
+    default_port: int | None
+    """The port a server URL without one reaches, to name it in errors (None: a file)."""
+    missing_driver_hint: str
+    """What to install when the driver is missing ('' when there is nothing to say)."""
+
+    def database_name(self, url: URL) -> str:
+        """How errors name the database: its file, or its URL without the password."""
+
+    def alive_check(self) -> Callable[[Connection], bool] | None:
+        """Tells whether a kept connection still reaches its server (None: nothing to check)."""
+
+    def driver_rules(self, connection: Connection) -> DriverRules | None:
+        """The rules a unit of work begins with on the driver (None: through SQLAlchemy)."""
+
+    def retry_aborted(
+        self,
+        run: Callable[[], _T],
+        policy: ContentionPolicy,
+        where: str,
+        first: DBAPIError | None = None,
+    ) -> _T:
+        """``run()`` again while the database aborts it as a whole (deadlock, serialization)."""
+
+    def translate_error(
+        self,
+        error: BaseException,
+        original: BaseException | None,
+        failures: Failures,
+        *,
+        connecting: bool,
+    ) -> StoreError | None:
+        """The store's error (a StoreError) for a driver error, or None when it is no failure."""
+
+    def is_corruption(self, original: BaseException) -> bool:
+        """Whether this backend's driver error ``original`` says the database is damaged."""
+
+    def check_file(self, path: Path, *, read_only: bool) -> None:
+        """Refuse a file that is no store before opening it (a file backend only)."""
+
+    def make_private(self, path: Path, *, tighten: bool) -> None:
+        """Make the store's file private to its user (``tighten``: its folder too)."""
+
+    def is_empty_file(self, path: Path) -> bool:
+        """Whether the file at ``path`` is empty (0 bytes: no store yet)."""
+
+    def file_watch(self, engine: Engine) -> FileWatch | None:
+        """The watch over a file replaced under the store (None: no file)."""
+
+    def refresh_layout(self, cell: LayoutCell, connection: Connection, state: SchemaState) -> None:
+        """Read the file's layout into ``cell`` (a file backend only)."""
+
+    def current_layout(
+        self, cell: LayoutCell, connection: Connection, dbapi_connection: Any, *, write: bool
+    ) -> Layout:
+        """The file's layout now, read again when another program changed its schema."""
 
     def insert_if_absent(self, table: Any) -> Any:
         """An INSERT of a session that does nothing when its id is taken."""

@@ -10,8 +10,10 @@ so opening a SQLite file never imports psycopg or this dialect.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import URL, Connection, Engine
@@ -19,10 +21,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
 if TYPE_CHECKING:
-    from hermes_store.backends.base import Health, SearchFeatures
+    from hermes_store.backends.base import DriverRules, FileWatch, Health, SearchFeatures
     from hermes_store.backends.durability import Durability
     from hermes_store.backends.policy import ContentionPolicy
-    from hermes_store.schema.layout import Layout
+    from hermes_store.errors import StoreError
+    from hermes_store.schema.layout import Layout, LayoutCell
+    from hermes_store.schema.state import SchemaState
+    from hermes_store.uow.failures import Failures
+
+_T = TypeVar("_T")
 
 # starts_with tests each id (one scan of the ids, fine at 50,000 sessions).
 _PREFIX_CANDIDATES = text("SELECT id FROM sessions WHERE starts_with(id, :p_prefix) LIMIT 2")
@@ -52,6 +59,81 @@ class PostgresqlBackend:
     has_file_layout = False
     batches_inserts = False
     closes_idle_connections = False
+    default_port: int | None = 5432
+    missing_driver_hint = (
+        "the PostgreSQL driver psycopg is not installed (pip install 'hermes-store[postgresql]')"
+    )
+
+    def database_name(self, url: URL) -> str:
+        """The URL without its password."""
+        return url.render_as_string(hide_password=True)
+
+    def alive_check(self) -> Callable[[Connection], bool] | None:
+        """A kept connection whose server went away is replaced before a unit runs on it."""
+        from hermes_store.backends.postgresql.engine import kept_connection_alive
+
+        return kept_connection_alive
+
+    def driver_rules(self, connection: Connection) -> DriverRules | None:
+        """Units begin through SQLAlchemy, with per-transaction settings."""
+        return None
+
+    def retry_aborted(
+        self,
+        run: Callable[[], _T],
+        policy: ContentionPolicy,
+        where: str,
+        first: DBAPIError | None = None,
+    ) -> _T:
+        """A deadlock or serialization failure runs the unit again (:mod:`.engine`)."""
+        from hermes_store.backends.postgresql.engine import retry_aborted
+
+        result: _T = retry_aborted(run, policy, where, first=first)
+        return result
+
+    def translate_error(
+        self,
+        error: BaseException,
+        original: BaseException | None,
+        failures: Failures,
+        *,
+        connecting: bool,
+    ) -> StoreError | None:
+        """A server gone, a full disk, no resources (:mod:`.failures`)."""
+        from hermes_store.backends.postgresql.failures import postgresql_failure
+
+        return postgresql_failure(
+            error, original, failures.where, failures.server, connecting=connecting
+        )
+
+    def is_corruption(self, original: BaseException) -> bool:
+        """SQLSTATE ``XX001``/``XX002`` (:mod:`.failures`)."""
+        from hermes_store.backends.postgresql.failures import is_postgresql_corruption
+
+        return is_postgresql_corruption(original)
+
+    def check_file(self, path: Path, *, read_only: bool) -> None:
+        """No file: nothing to check."""
+
+    def make_private(self, path: Path, *, tighten: bool) -> None:
+        """No file: the server's roles decide who reads it."""
+
+    def is_empty_file(self, path: Path) -> bool:
+        """No file."""
+        return False
+
+    def file_watch(self, engine: Engine) -> FileWatch | None:
+        """No file to be replaced."""
+        return None
+
+    def refresh_layout(self, cell: LayoutCell, connection: Connection, state: SchemaState) -> None:
+        """Only our revisions build its tables: there is no other layout to read."""
+
+    def current_layout(
+        self, cell: LayoutCell, connection: Connection, dbapi_connection: Any, *, write: bool
+    ) -> Layout:
+        """Always the layout the cell holds (ours)."""
+        return cell.layout
 
     def create_engine(
         self,

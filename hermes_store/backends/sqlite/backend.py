@@ -11,8 +11,10 @@ PostgreSQL dialect (the command line's start-up).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import URL, Connection, Engine
@@ -20,10 +22,18 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
 if TYPE_CHECKING:
-    from hermes_store.backends.base import Health, SearchFeatures
+    from hermes_store.backends.base import DriverRules, FileWatch, Health, SearchFeatures
     from hermes_store.backends.durability import Durability
     from hermes_store.backends.policy import ContentionPolicy
-    from hermes_store.schema.layout import Layout
+    from hermes_store.errors import StoreError
+    from hermes_store.schema.layout import Layout, LayoutCell
+    from hermes_store.schema.state import SchemaState
+    from hermes_store.uow.failures import Failures
+
+_T = TypeVar("_T")
+
+SQLITE_RULES_KEY = "hermes_sqlite_rules"
+"""Where :mod:`.engine` keeps a connection's rules in its ``info`` (read per unit of work)."""
 
 # The ids starting with a prefix are the run of ids that sort right from it (BINARY
 # collation compares the UTF-8 bytes, NULs included), so the primary key index yields the
@@ -54,6 +64,112 @@ class SqliteBackend:
     has_file_layout = True
     batches_inserts = True
     closes_idle_connections = True
+    default_port: int | None = None
+    missing_driver_hint = ""
+
+    def database_name(self, url: URL) -> str:
+        """The file's path as given; an in-memory database by its URL."""
+        if url.database not in (None, "", ":memory:"):
+            return str(url.database)
+        return url.render_as_string(hide_password=True)
+
+    def alive_check(self) -> Callable[[Connection], bool] | None:
+        """A file needs no liveness check."""
+        return None
+
+    def driver_rules(self, connection: Connection) -> DriverRules | None:
+        """The engine's :class:`~hermes_store.backends.sqlite.engine.SqliteRules`."""
+        return cast("DriverRules | None", connection.info.get(SQLITE_RULES_KEY))
+
+    def retry_aborted(
+        self,
+        run: Callable[[], _T],
+        policy: ContentionPolicy,
+        where: str,
+        first: DBAPIError | None = None,
+    ) -> _T:
+        """SQLite never aborts a transaction to retry it: writers queue at ``BEGIN IMMEDIATE``."""
+        if first is not None:
+            raise first
+        return run()
+
+    def translate_error(
+        self,
+        error: BaseException,
+        original: BaseException | None,
+        failures: Failures,
+        *,
+        connecting: bool,
+    ) -> StoreError | None:
+        """A full disk, a read-only file or folder, a lock (:mod:`.failures`)."""
+        from hermes_store.backends.sqlite.failures import sqlite_failure
+
+        return sqlite_failure(error, original, failures.where, failures.path)
+
+    def is_corruption(self, original: BaseException) -> bool:
+        """``SQLITE_CORRUPT`` or ``SQLITE_NOTADB`` (:mod:`.failures`)."""
+        from hermes_store.backends.sqlite.failures import is_sqlite_corruption
+
+        return is_sqlite_corruption(original)
+
+    def check_file(self, path: Path, *, read_only: bool) -> None:
+        """A short file is refused before SQLite would write a new store over it."""
+        from hermes_store.backends.sqlite.private_files import require_existing_database
+        from hermes_store.backends.sqlite.short_file import refuse_short_file
+
+        refuse_short_file(path)
+        if read_only:
+            require_existing_database(path)
+
+    def make_private(self, path: Path, *, tighten: bool) -> None:
+        """The private file rules of :mod:`.private_files`."""
+        from hermes_store.backends.sqlite.private_files import (
+            ensure_private_database,
+            tighten_private_database,
+        )
+
+        if tighten:
+            tighten_private_database(path)
+        else:
+            ensure_private_database(path, tighten=False)
+
+    def is_empty_file(self, path: Path) -> bool:
+        """0 bytes: SQLite would make a store of it."""
+        from hermes_store.backends.sqlite.short_file import is_empty_file
+
+        return is_empty_file(path)
+
+    def file_watch(self, engine: Engine) -> FileWatch | None:
+        """A file's replacement is followed or refused (:mod:`.replacement`)."""
+        from hermes_store.backends.sqlite.replacement import ReplacementWatch
+
+        return ReplacementWatch(engine)
+
+    def refresh_layout(self, cell: LayoutCell, connection: Connection, state: SchemaState) -> None:
+        """The layout read on the driver's connection (ours, or the agent's)."""
+        cell.refresh(cast(Any, connection.connection.driver_connection), state)
+
+    def current_layout(
+        self, cell: LayoutCell, connection: Connection, dbapi_connection: Any, *, write: bool
+    ) -> Layout:
+        """One ``PRAGMA schema_version`` per unit: read again when the cookie moved.
+
+        Read inside the unit's transaction, so that the layout and the
+        statements that follow see the same schema. A write unit on a file
+        whose cjk index this process cannot run first does what the agent's
+        own code does then (see :func:`~hermes_store.schema.layout.drop_unusable_cjk_triggers`).
+        """
+        from hermes_store.schema.layout import drop_unusable_cjk_triggers
+        from hermes_store.schema.state import read_schema_state
+
+        (cookie,) = dbapi_connection.execute("PRAGMA schema_version").fetchone()
+        layout = cell.layout
+        if cookie != cell.cookie:
+            layout = cell.refresh(dbapi_connection, read_schema_state(connection))
+        if write and layout.cjk_degrade_needed:
+            drop_unusable_cjk_triggers(dbapi_connection, layout)
+            layout = cell.refresh(dbapi_connection, read_schema_state(connection))
+        return layout
 
     def create_engine(
         self,
