@@ -240,7 +240,7 @@ class SearchRepository:
         The query's matches, newest first and counted before filters, fall
         into :data:`RANK_WINDOWS` windows: K, K again, then every older match
         in one; each window is the rowid range from its newest to its oldest
-        match (:func:`_nth_newest_statement`) and is ranked on its own. A
+        match (the backend's ``nth_newest_statement``) and is ranked on its own. A
         filtered search is the unfiltered order with the other rows left out,
         and one whose filters let few rows through costs at most what the
         unbounded ranking costs (three windows, the last one everything

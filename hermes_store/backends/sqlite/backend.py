@@ -159,11 +159,13 @@ class SqliteBackend:
         whose cjk index this process cannot run first does what the agent's
         own code does then (see :func:`~hermes_store.schema.layout.drop_unusable_cjk_triggers`).
         """
+        (cookie,) = dbapi_connection.execute("PRAGMA schema_version").fetchone()
+        layout = cell.layout
+        if cookie == cell.cookie and not (write and layout.cjk_degrade_needed):
+            return layout  # the common case: nothing more to import or read
         from hermes_store.schema.layout import drop_unusable_cjk_triggers
         from hermes_store.schema.state import read_schema_state
 
-        (cookie,) = dbapi_connection.execute("PRAGMA schema_version").fetchone()
-        layout = cell.layout
         if cookie != cell.cookie:
             layout = cell.refresh(dbapi_connection, read_schema_state(connection))
         if write and layout.cjk_degrade_needed:
