@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.backends import BACKENDS, backend_of
+from hermes_store.backends import BACKENDS, backend_of, create_store_engine
 from hermes_store.backends.base import Backend
 from hermes_store.errors import UnknownBackendError
 
@@ -121,25 +124,52 @@ def test_the_walk_sees_a_branch(tmp_path: Path) -> None:
     assert len(found) == 6, found
 
 
+class ThirdDialect(SQLiteDialect_pysqlite):
+    """A dialect of another name (on an in-memory SQLite underneath): a real engine to ask."""
+
+    name = "hermesthird"
+
+
+registry.register("hermesthird", __name__, "ThirdDialect")
+
+
 class _ThirdBackend:
-    """A stand-in third backend: only its name matters to the registry."""
+    """A third backend as a new package would add it: here only its engine is needed."""
 
-    name = "hermes_test_third"
+    name = "hermesthird"
+
+    def __init__(self) -> None:
+        self.engines: list[Engine] = []
+
+    def create_engine(self, url: URL, *_rules: object, read_only: bool = False) -> Engine:
+        engine = create_engine(url)
+        self.engines.append(engine)
+        return engine
 
 
-def test_a_registered_backend_is_what_backend_of_returns() -> None:
-    engine = create_engine("sqlite://")
+def test_a_registered_third_backend_is_what_backend_of_returns() -> None:
     third = _ThirdBackend()
-    saved = BACKENDS["sqlite"]
-    BACKENDS["sqlite"] = third  # type: ignore[assignment]
+    BACKENDS["hermesthird"] = third  # type: ignore[assignment]
     try:
+        engine = create_store_engine(make_url("hermesthird://"))
+        assert third.engines == [engine]  # the registry picked its engine factory
+        assert engine.dialect.name == "hermesthird"
         assert backend_of(engine) is third
         with engine.connect() as connection:
             assert backend_of(connection) is third
+            assert connection.exec_driver_sql("SELECT 1").scalar() == 1
+        engine.dispose()
     finally:
-        BACKENDS["sqlite"] = saved
-    assert backend_of(engine) is saved
-    assert isinstance(saved, Backend)
+        del BACKENDS["hermesthird"]
+    with pytest.raises(UnknownBackendError, match="hermesthird"):
+        backend_of(engine)
+
+
+def test_the_registered_backends_implement_the_protocol() -> None:
+    assert set(BACKENDS) == {"sqlite", "postgresql"}
+    for name, backend in BACKENDS.items():
+        assert backend.name == name
+        assert isinstance(backend, Backend)
 
 
 def test_an_unknown_dialect_is_a_store_error() -> None:
