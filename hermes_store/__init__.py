@@ -25,6 +25,7 @@ from hermes_store.errors import (
     StoreReplacedError,
     StoreUnavailableError,
     TitleConflictError,
+    UnknownBackendError,
 )
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork, UnitOfWorkFactory
@@ -53,4 +54,5 @@ __all__ = [
     "TitleConflictError",
     "UnitOfWork",
     "UnitOfWorkFactory",
+    "UnknownBackendError",
 ]

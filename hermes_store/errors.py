@@ -165,3 +165,11 @@ class StoreFullError(StoreUnavailableError):
 class StoreAccessError(StoreUnavailableError):
     """This user may not write or change the file: it, its folder or the file system is
     read-only, or it belongs to another user."""
+
+
+class UnknownBackendError(InvalidInputError):
+    """The database's dialect has no backend in this package (its name is in the message).
+
+    A backend is a package under ``hermes_store/backends/`` registered in
+    ``BACKENDS``; a URL of another database cannot be opened as a store.
+    """

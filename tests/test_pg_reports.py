@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from hermes_store import SessionDB
-from hermes_store.repositories.sessions import _TITLE_FAMILY
+from hermes_store.backends import BACKENDS
 
 
 def _plan(url: Any, sql: str, params: dict[str, Any]) -> str:
@@ -50,7 +50,7 @@ def test_a_title_lineage_is_a_range_of_an_index_under_the_database_collation(
         engine.dispose()
     plan = _plan(
         pg_url,
-        _TITLE_FAMILY["postgresql"],
-        {"p_base": "nightly report", "p_pattern": "nightly report #%"},
+        BACKENDS["postgresql"].title_family_sql(),
+        BACKENDS["postgresql"].title_family_params("nightly report"),
     )
     assert "idx_sessions_title_pattern" in plan and "Seq Scan" not in plan, plan

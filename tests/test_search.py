@@ -714,7 +714,9 @@ def test_a_query_the_engine_rejects_finds_nothing_and_the_store_goes_on(
     message_id = add(db, "r", "user", "wombat burrow")
     with monkeypatch.context() as patch:
         patch.setattr(
-            SearchRepository, "word_query", lambda self, items: "&" if self.postgresql else "AND"
+            SearchRepository,
+            "word_query",
+            lambda self, items: "&" if self._c.dialect.name == "postgresql" else "AND",
         )
         assert db.search_messages("wombat") == []
     assert found(db, "wombat") == {message_id}

@@ -20,7 +20,7 @@ def filter_sql(
 
     ``messages`` is the alias whose ``role`` is tested: an index of roles
     rather than the rows, where a statement has one (see
-    :func:`hermes_store.repositories.search._match_statement`).
+    :func:`hermes_store.backends.sqlite.search.match_statement`).
     """
     conditions: list[str] = []
     expanding: list[BindParameter[Any]] = []

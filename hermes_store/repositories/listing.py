@@ -39,6 +39,8 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import BindParameter, TextClause
 
+from hermes_store.backends import backend_of
+from hermes_store.backends.base import Backend
 from hermes_store.repositories.shapes import session_columns, sessions_from, shadowed
 from hermes_store.schema.layout import ROOTS_LISTING_INDEX, ROOTS_SOURCE_LISTING_INDEX, Layout
 
@@ -149,16 +151,8 @@ LINEAGE_ROOT_KEY = "_lineage_root_id"
 """Set on a projected entry only: the id of the session the conversation started as."""
 
 
-# "Roots only" as each backend plans it well. SQLite keeps no statistics on a file the
-# agent never ANALYZEs, so it would look "parent_session_id IS NULL" up in
-# idx_sessions_parent -- nearly every session -- and sort them all; the unary + (SQLite's
-# documented way to keep a term off an index) makes it walk idx_sessions_started newest
-# first and stop at the page instead of sorting every session. PostgreSQL has
-# statistics and no unary + for text.
-_ROOTS_ONLY = {
-    "sqlite": "+s.parent_session_id IS NULL",
-    "postgresql": "s.parent_session_id IS NULL",
-}
+# "Roots only" and the page's order are each backend's own (Backend.roots_only_condition,
+# Backend.page_order: SQLite keeps the term off an index with the unary +).
 # Where revision 0011's partial indexes of root sessions are there, SQLite is told to walk
 # them (INDEXED BY: a plan that cannot change with statistics): every entry is a root, so
 # an OFFSET skips entries without reading them -- the term matches the index's WHERE and
@@ -170,10 +164,6 @@ _ROOTS_INDEX = {False: ROOTS_LISTING_INDEX, True: ROOTS_SOURCE_LISTING_INDEX}
 
 # The page in the order of the full listing index (revision 0010), ties included, whatever
 # plan the outer query gets; on PostgreSQL the start time alone, as before.
-_PAGE_ORDER = {
-    "sqlite": "s.started_at DESC, s.parent_session_id, s.source, s.id",
-    "postgresql": "s.started_at DESC",
-}
 # Every session, walked from the oldest end: the full index backwards, tie for tie.
 _FROM_OLDEST = f"""
     SELECT s.id FROM sessions s INDEXED BY {FULL_LISTING_INDEX}
@@ -186,7 +176,7 @@ _SESSION_COUNT = text("SELECT COUNT(*) FROM sessions")
 @lru_cache(maxsize=64)
 def _page_statement(
     layout: Layout,
-    dialect: str,
+    backend: Backend,
     roots_only: bool,
     by_source: bool,
     excluding: bool,
@@ -202,11 +192,11 @@ def _page_statement(
     conditions = []
     params = list(_PREVIEW_PARAMS)
     walked = "sessions s"
-    if roots_only and dialect == "sqlite" and layout.roots_listing:
+    if roots_only and backend.names_indexes and layout.roots_listing:
         walked = f"sessions s INDEXED BY {_ROOTS_INDEX[by_source]}"
         conditions.append(_ROOTS_INDEXED)
     elif roots_only:
-        conditions.append(_ROOTS_ONLY[dialect])
+        conditions.append(backend.roots_only_condition())
     if by_source:
         conditions.append("s.source = :p_source")
         params.append(bindparam("p_source", type_=Text))
@@ -223,7 +213,7 @@ def _page_statement(
         SELECT {_listed_columns(layout)}
         FROM {sessions_from(layout)}
         JOIN ({_FROM_OLDEST if from_oldest else chosen}) page ON page.id = s.id
-        ORDER BY {_PAGE_ORDER[dialect]}
+        ORDER BY {backend.page_order()}
         """
     return text(shadowed(sql, layout)).bindparams(*params)
 
@@ -267,11 +257,11 @@ def page(
     ``sessions``, which SQLite answers from its smallest index's page
     headers: the last page costs what the first does.
     """
-    dialect = connection.dialect.name
+    backend = backend_of(connection)
     requested = (limit, offset)
     everything = include_children and source is None and not exclude_sources
     from_oldest = False
-    if everything and dialect == "sqlite" and layout.roots_listing and offset > 0:
+    if everything and backend.names_indexes and layout.roots_listing and offset > 0:
         total = int(connection.execute(_SESSION_COUNT).scalar_one())
         if offset >= total:
             return []
@@ -284,7 +274,7 @@ def page(
     if exclude_sources:
         params["p_excluded"] = list(exclude_sources)
     filters = (not include_children, source is not None, bool(exclude_sources))
-    statement = _page_statement(layout, dialect, *filters, from_oldest)
+    statement = _page_statement(layout, backend, *filters, from_oldest)
     try:
         rows = connection.execute(statement, params).mappings().all()
     except OperationalError as error:
@@ -295,7 +285,7 @@ def page(
         unnamed = replace(layout, roots_listing=False)
         if from_oldest:  # the same page counted from the newest end, as the planner likes
             params["p_limit"], params["p_offset"] = requested
-        statement = _page_statement(unnamed, dialect, *filters)
+        statement = _page_statement(unnamed, backend, *filters)
         rows = connection.execute(statement, params).mappings().all()
     return [_finished(row) for row in rows]
 

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, literal_column, text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends import backend_of
 from hermes_store.backends.prepared import Prepared
 from hermes_store.domain.arguments import decode_json, number_arg, text_arg
 from hermes_store.domain.messages import (
@@ -173,7 +174,7 @@ def insert_rows(
         chosen = statements.insert_with_id if row.get("id") is not None else statements.insert
         return chosen.inserted_id(connection, row)
 
-    if len(rows) < 2 or connection.dialect.name != "sqlite":
+    if len(rows) < 2 or not backend_of(connection).batches_inserts:
         return [one(row) for row in rows]
     carried = [row.get("id") is not None for row in rows]
     if any(carried) and not all(carried):
@@ -394,7 +395,7 @@ class MessageRepository:
         if session_id is None:
             if (
                 self._s.kept_count
-                and self._c.dialect.name == "sqlite"
+                and backend_of(self._c).keeps_totals
                 and self._c.execute(_KEPT_TRUSTED).scalar()
             ):
                 kept = self._c.execute(_KEPT_COUNT).scalar()

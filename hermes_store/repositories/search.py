@@ -15,32 +15,15 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import TextClause
 
-from hermes_store.backends.postgresql.search import (
-    nth_newest_statement,
-    read_window,
-    word_statement,
-)
-from hermes_store.backends.postgresql.tsquery import tsquery_text
+from hermes_store.backends import backend_of
 from hermes_store.backends.prepared import Prepared
-from hermes_store.backends.search_filters import filter_sql
-from hermes_store.backends.sqlite.fts_vocabulary import terms_under
-from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
 from hermes_store.domain.bigrams import branch_grams
-from hermes_store.domain.prefixes import TOKENIZERS, spell_out
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.records import ContextLine, SearchHit
-from hermes_store.domain.substrings import TRIGRAM, has_cjk, make_snippet, substring_query
+from hermes_store.domain.substrings import has_cjk, make_snippet, substring_query
 from hermes_store.errors import InvalidInputError
-from hermes_store.repositories.shapes import searchable_messages
-from hermes_store.schema.layout import (
-    BIGRAM_TABLE,
-    SEARCH_FILTER_INDEX,
-    STANDARD,
-    TRIGRAM_INDEX,
-    WORD_INDEX,
-    Layout,
-)
+from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
 
 CONTEXT_CHARS = 200
 
@@ -81,22 +64,13 @@ def _context_statement(visible: str) -> Prepared:
 FTS_INDEX = WORD_INDEX
 
 
-_REJECTED_QUERY_SQLSTATES = frozenset({"42601", "54001"})
-"""PostgreSQL: a tsquery syntax error, and one too big to evaluate (statement_too_complex)."""
-
-
-def rejected_query(error: DBAPIError) -> bool:
+def rejected_query(connection: Connection, error: DBAPIError) -> bool:
     """True when the engine refused the search expression, not when the database failed.
 
-    SQLite reports a MATCH it cannot parse as a plain SQLITE_ERROR ("fts5:
-    syntax error near ..."); an I/O error or a damaged index has codes of
-    its own and must not read as "no matches".
+    Each backend knows its own refusal (:meth:`~hermes_store.backends.base.Backend.rejected_query`):
+    an I/O error or a damaged index must not read as "no matches".
     """
-    original = error.orig
-    code = getattr(original, "sqlite_errorcode", None)
-    if code is not None:
-        return bool(code == sqlite3.SQLITE_ERROR)
-    return getattr(original, "sqlstate", None) in _REJECTED_QUERY_SQLSTATES
+    return backend_of(connection).rejected_query(error)
 
 
 RANK_WINDOW = 1_000
@@ -126,145 +100,10 @@ class FirstEdge(NamedTuple):
 _ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
 
 
-@lru_cache(maxsize=8)
-def _nth_newest_statement(index: str) -> TextClause:
-    """The rowid of the n-th (0-based) match at or below ``:p_high``: a rank window's edge.
-
-    FTS5 walks its doclists in descending rowid order itself, from the rowid
-    bound on, so this costs n steps of the doclist, no row lookup, no sort.
-    """
-    return text(
-        f"SELECT rowid FROM {index} WHERE {index} MATCH :p_query AND rowid <= :p_high "
-        "ORDER BY rowid DESC LIMIT 1 OFFSET :p_nth"
-    )
-
-
-@lru_cache(maxsize=256)
-def _match_statement(
-    index: str | None,
-    like_sql: str | None,
-    sources: bool,
-    excluded: bool,
-    roles: bool,
-    visible: str = "",
-    anchors: int = 0,
-    ranked: bool = True,
-    besides: str | None = None,
-    filter_index: str | None = None,
-) -> TextClause:
-    """One prebuilt statement per index, combination of filters and row visibility.
-
-    ``index`` names the FTS5 table to MATCH against, ranked within the rowid
-    window ``:p_low`` .. ``:p_high`` (see :data:`RANK_WINDOW`), or newest
-    first with ``ranked=False`` (the window then spans every rowid). Unfiltered,
-    FTS5 sorts the window by ``rank`` itself and joins only the page's rows;
-    filtered, ``+rank`` keeps the sort out of FTS5, so only the rows the filters
-    let through are scored (FTS5 would score every match of the window first:
-    seconds for a phrase whose filters pass 3 of 60,040 matches), with the
-    rowid as FTS5's own tie order. None means a
-    substring test of ``messages`` with the boolean ``like_sql`` (see
-    cjk_query), newest first, whose snippet is made in Python from the
-    returned content. ``anchors`` > 0 bounds that test to the messages the
-    CJK pair index holds under ``:p_gram0`` ... (one pair: read in the
-    index's own order; several: the union of them); 0 scans every message.
-    ``visible`` is an ``AND`` condition that hides rows the file's owner
-    hides (the agent's rewound messages). ``besides`` names the word index
-    whose matches of ``:p_words`` the statement leaves out, before any row of
-    ``messages`` is read for the filters: the substring route after the word
-    route wants only what the latter did not find. ``filter_index`` names
-    revision 0013's index of (id, role, session_id): an FTS5 statement with
-    filters then tests each match there, in that order (``CROSS JOIN``), and
-    reads the ``messages`` row of those it keeps alone; without it, every
-    match's row is read for its role and session (design notes, "Search at
-    field size").
-    """
-    tested = index is not None and filter_index is not None and not visible
-    tested = tested and (sources or excluded or roles)
-    filters, expanding = filter_sql(sources, excluded, roles, "x" if tested else "m")
-    filters += visible
-    columns = """m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name,
-               s.source, s.model, s.started_at AS session_started"""
-    sessions = "JOIN sessions s ON s.id = m.session_id"
-    if index is not None:
-        source = f"{index} JOIN messages m ON m.id = {index}.rowid"
-        if tested:
-            source = (
-                f"{index} CROSS JOIN messages x INDEXED BY {filter_index} ON x.id = {index}.rowid"
-                " CROSS JOIN sessions s ON s.id = x.session_id"
-                f" CROSS JOIN messages m ON m.id = {index}.rowid"
-            )
-            sessions = ""
-        where = f"{index} MATCH :p_query AND {index}.rowid BETWEEN :p_low AND :p_high"
-        if besides is not None:
-            where += (
-                f" AND {index}.rowid NOT IN "
-                f"(SELECT rowid FROM {besides} WHERE {besides} MATCH :p_words)"
-            )
-        if not ranked:
-            order = f"{index}.rowid DESC"
-        elif filters:
-            order = f"+rank, {index}.rowid"
-        else:
-            order = "rank"
-        snippet = f"snippet({index}, 0, '>>>', '<<<', '...', 40)"
-    elif anchors == 1:
-        source = f"{BIGRAM_TABLE} g CROSS JOIN messages m ON m.id = g.message_id"
-        where, order, snippet = (
-            f"g.gram = :p_gram0 AND {like_sql}",
-            "g.message_id DESC",
-            "m.content",
-        )
-    elif anchors > 1:
-        grams = ", ".join(f":p_gram{n}" for n in range(anchors))
-        source, order, snippet = "messages m", "m.id DESC", "m.content"
-        candidates = f"SELECT message_id FROM {BIGRAM_TABLE} WHERE gram IN ({grams})"
-        where = f"m.id IN ({candidates}) AND {like_sql}"
-    else:
-        assert like_sql is not None, "a substring scan needs its LIKE condition"
-        source, where, order, snippet = "messages m", like_sql, "m.id DESC", "m.content"
-    sql = f"""
-        SELECT {columns.format(snippet=snippet)}
-        FROM {source}
-        {sessions}
-        WHERE {where} {filters}
-        ORDER BY {order}
-        LIMIT :p_limit OFFSET :p_offset
-    """
-    return text(sql).bindparams(*expanding)
-
-
 _GRAM_ROWS = text(
     f"SELECT COUNT(*) FROM (SELECT 1 FROM {BIGRAM_TABLE} WHERE gram = :p_gram LIMIT :p_cap)"
 )
 _GRAM_PROBE_CAP = 5_000
-
-PREFIX_TERMS = 32
-"""A prefix that stands for at most this many terms is spelled out as their ``OR``.
-
-One probe of the vocabulary per term, and an ``OR`` node per term on each
-step of the walk; past this, FTS5's own prefix query runs (it costs the same
-whatever the number of terms).
-"""
-
-
-def _edge_then_window(
-    connection: Connection,
-    statement: TextClause,
-    edge: TextClause,
-    params: dict[str, Any],
-    nth: int | None,
-) -> tuple[list[dict[str, Any]], int | None]:
-    """(the page of one rank window, its oldest rowid or None when it is the last): SQLite.
-
-    FTS5 finds the edge by walking its doclist (``edge``, :func:`_nth_newest_statement`),
-    then the window's rowid range is ranked on its own.
-    """
-    low = None
-    if nth is not None:
-        probe = {"p_query": params["p_query"], "p_high": params["p_high"], "p_nth": nth}
-        low = connection.execute(edge, probe).scalar()
-    window = {**params, "p_low": _ROWID_LOW if low is None else low}
-    return [dict(row) for row in connection.execute(statement, window).mappings()], low
 
 
 class SearchRepository:
@@ -277,54 +116,29 @@ class SearchRepository:
 
     def __init__(self, connection: Connection, layout: Layout = STANDARD) -> None:
         self._c = connection
-        self.postgresql = connection.dialect.name == "postgresql"
-        """True on PostgreSQL: word queries are tsquery texts, no FTS5 trigram table."""
-        self._visible = "" if self.postgresql else searchable_messages(layout)
-        word, trigram = layout.word, layout.trigram
-        self.has_word_index = self.postgresql or (word is not None and word.usable)
+        self._search = backend_of(connection).search(connection, layout)
+        search = self._search
+        self._visible = search.visible
+        self.has_word_index = search.has_word_index
         """A word index answers MATCH here (else word queries become substring scans)."""
-        self.has_trigram = not self.postgresql and trigram is not None and trigram.usable
-        """An FTS5 trigram table answers substring queries of three or more characters."""
-        self.trigram_skips_tool_rows = self.has_trigram and bool(
-            trigram is not None and trigram.skips_tool_rows
-        )
+        self.has_trigram = search.has_trigram
+        """A trigram table answers substring queries of three or more characters."""
+        self.trigram_skips_tool_rows = search.trigram_skips_tool_rows
         """The trigram table leaves ``role = 'tool'`` rows out (the agent's v23+ layout)."""
-        self.has_bigrams = not self.postgresql and layout.bigrams
+        self.has_bigrams = search.has_bigrams
         """Our CJK pair index answers short CJK terms (else they scan with LIKE)."""
-        self._filter_index = SEARCH_FILTER_INDEX if layout.search_filter else None
-        self._nth = nth_newest_statement if self.postgresql else _nth_newest_statement
-        """The statement of a rank window's edge: the n-th newest match of the word index."""
-        self._read_window = read_window if self.postgresql else _edge_then_window
-        """Reads one rank window's page and edge: two statements on SQLite, one on PostgreSQL."""
-        self.spells_out_prefixes = bool(
-            not self.postgresql and word is not None and word.tokenizer in TOKENIZERS
-        )
+        self.spells_out_prefixes = search.spells_out_prefixes
         """``deploy*`` becomes the ``OR`` of the word index's terms under it (SQLite)."""
 
     def word_query(self, items: list[str]) -> str:
-        """Sanitized query items (fts_query.query_items) in this dialect's syntax.
+        """Sanitized query items (fts_query.query_items) in this backend's syntax.
 
         An FTS5 MATCH expression on SQLite, a ``to_tsquery('simple', ...)``
         text on PostgreSQL; :meth:`match` with the word index takes either. On SQLite a
         prefix is spelled out as the terms under it where that is exact (see
         :mod:`hermes_store.domain.prefixes`).
         """
-        if self.postgresql:
-            return tsquery_text(items)
-        if not self.spells_out_prefixes:
-            return " ".join(items)
-        return spell_out(items, self._terms_under)
-
-    def _terms_under(self, prefix: str) -> list[str] | None:
-        """The word index's terms under ``prefix``, for :func:`spell_out`.
-
-        FTS5 answers ``deploy*`` by merging the doclists of all its terms in
-        full before the first row, for each statement of a search;
-        ``("deploy" OR "deployed" OR ...)`` matches
-        the same messages and is walked lazily. bm25 then scores each term
-        on its own (a rarer form weighs more) instead of the prefix as one.
-        """
-        return terms_under(self._c, FTS_INDEX, prefix, PREFIX_TERMS)
+        return self._search.word_query(self._c, items)
 
     def match(
         self,
@@ -398,24 +212,9 @@ class SearchRepository:
         windows (None: the statement runs as it is, unwindowed)."""
         filtered = (bool(source_filter), bool(exclude_sources), bool(role_filter))
         anchors = len(grams or ())
-        if not self.postgresql:
-            besides = None if besides_words is None or index is None else FTS_INDEX
-            statement = _match_statement(
-                index,
-                like_sql,
-                *filtered,
-                self._visible,
-                anchors,
-                ranked,
-                besides,
-                self._filter_index,
-            )
-        elif index == FTS_INDEX:
-            statement = word_statement(*filtered)
-        elif index is None:
-            statement = _match_statement(None, like_sql, *filtered)
-        else:
-            raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
+        statement = self._search.match_statement(
+            index, like_sql, filtered, anchors, ranked, besides_words
+        )
         params: dict[str, Any] = {"p_query": fts_query, "p_limit": limit, "p_offset": offset}
         if besides_words is not None:
             params["p_words"] = besides_words
@@ -431,7 +230,7 @@ class SearchRepository:
             params.update(p_low=_ROWID_LOW, p_high=_ROWID_HIGH)
         if index is None or not ranked:
             return statement, params, None
-        return statement, params, self._nth(index)
+        return statement, params, self._search.nth_newest_statement(index)
 
     def _windowed(
         self, statement: TextClause, params: dict[str, Any], nth: TextClause
@@ -441,7 +240,7 @@ class SearchRepository:
         The query's matches, newest first and counted before filters, fall
         into :data:`RANK_WINDOWS` windows: K, K again, then every older match
         in one; each window is the rowid range from its newest to its oldest
-        match (:func:`_nth_newest_statement`) and is ranked on its own. A
+        match (the backend's ``nth_newest_statement``) and is ranked on its own. A
         filtered search is the unfiltered order with the other rows left out,
         and one whose filters let few rows through costs at most what the
         unbounded ranking costs (three windows, the last one everything
@@ -460,7 +259,7 @@ class SearchRepository:
         for window in range(RANK_WINDOWS):
             nth_k = RANK_WINDOW - 1 if window < RANK_WINDOWS - 1 else None
             page = {**params, "p_high": high, "p_limit": need - len(found), "p_offset": 0}
-            rows, low = self._read_window(self._c, statement, nth, page, nth_k)
+            rows, low = self._search.read_window(self._c, statement, nth, page, nth_k)
             if window == 0:
                 first = FirstEdge(low)
             found += rows
@@ -513,7 +312,7 @@ class SearchRepository:
         try:
             matches = self._ranked(query, items, filters)
         except (OperationalError, ProgrammingError) as error:
-            if not rejected_query(error):
+            if not rejected_query(self._c, error):
                 raise  # the database failed: that is no "no matches"
             return []
         return [
@@ -549,7 +348,7 @@ class SearchRepository:
         if len(words) == end or self._common_words(word_query, edge):
             return words[offset:]
         seen = {match["id"] for match in words}
-        besides = None if self.postgresql else word_query
+        besides = word_query if self._search.subtracts_words else None
         substrings = self._substrings(items, window, allow_scan=False, besides_words=besides)
         merged = words + [match for match in substrings if match["id"] not in seen]
         return merged[offset : offset + limit]
@@ -594,7 +393,10 @@ class SearchRepository:
         if edge is not None:
             return edge.low is not None  # this query's ranking just probed it
         probe = {"p_query": word_query, "p_high": _ROWID_HIGH, "p_nth": RANK_WINDOW - 1}
-        return self._c.execute(self._nth(FTS_INDEX), probe).scalar() is not None
+        return (
+            self._c.execute(self._search.nth_newest_statement(FTS_INDEX), probe).scalar()
+            is not None
+        )
 
     def _substrings(
         self,
@@ -618,11 +420,8 @@ class SearchRepository:
         trigram = self.has_trigram and not (
             self.trigram_skips_tool_rows and "tool" in (filters["role_filter"] or ())
         )
-        substring = (
-            substring_query(items, trigram=False, like="ILIKE")
-            if self.postgresql
-            else substring_query(items, trigram=trigram)
-        )
+        like = self._search.substring_like
+        substring = substring_query(items, trigram=trigram, like=like)
         if substring is None:
             return []
         if substring.fts is not None:
@@ -634,9 +433,7 @@ class SearchRepository:
                 **filters,
             )
         branches = branch_grams(items) if self.has_bigrams else None
-        indexed = branches is not None or (
-            self.postgresql and min(map(len, substring.needles)) >= TRIGRAM
-        )
+        indexed = branches is not None or (self._search.substring_indexed(substring.needles))
         if not (allow_scan or indexed):
             return []
         matches = self.match(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import math
 import sys
 import time
@@ -31,6 +30,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
+from hermes_store.backends import backend_of
+from hermes_store.backends.base import Backend
 from hermes_store.backends.prepared import Prepared
 from hermes_store.domain.arguments import (
     INT64_MAX,
@@ -101,16 +102,6 @@ _SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_
 _EXISTS = Prepared(text("SELECT id FROM sessions WHERE id = :p_id"))
 _NO_ROW = text("SELECT * FROM sessions WHERE 0 = 1")
 """No row, only the columns ``SELECT *`` gives, in the table's own order, on either backend."""
-# The sessions an id prefix may name, two at most (two already means ambiguous). On SQLite
-# the ids starting with a prefix are the run of ids that sort right from it (BINARY
-# collation compares the UTF-8 bytes, NULs included), so the primary key index yields the
-# first two and the caller keeps those that do start with it; LIKE would fold ASCII case
-# and stop at a NUL. PostgreSQL sorts by the database's collation, so there starts_with
-# tests each id (one scan of the ids, fine at 50,000 sessions).
-_PREFIX_CANDIDATES = {
-    "sqlite": text("SELECT id FROM sessions WHERE id >= :p_prefix ORDER BY id LIMIT 2"),
-    "postgresql": text("SELECT id FROM sessions WHERE starts_with(id, :p_prefix) LIMIT 2"),
-}
 # Only an open session is ended: the first end (time and reason) stays, as in the old code.
 _END = _by_id().where(S.c.ended_at.is_(None)).values(ended_at=_p("at"), end_reason=_p("reason"))
 _REOPEN = _by_id().values(ended_at=None, end_reason=None)
@@ -169,24 +160,9 @@ _SET_USAGE = _by_id().values(
     **_LABELS,
 )
 _TITLE_OWNER = "SELECT id FROM sessions WHERE title = :p_title AND id != :p_id"
-# The sessions of a lineage: titled ``base`` or ``base #<anything>``. On SQLite the titles
-# starting with ``base #`` are exactly those in [``base #``, ``base $``) ('$' follows '#';
-# BINARY collation compares the UTF-8 bytes), a range the unique title index answers in a
-# few pages, where LIKE (case-folding, so no index) scanned every session. PostgreSQL sorts
-# by the database's collation, where such a range is no prefix test: LIKE stays there, as
-# a range of revision 0015's text_pattern_ops index, which includes the columns read; the
-# two conditions are disjoint, and apart (UNION ALL) each is read from its index alone.
-_TITLE_FAMILY = {
-    "sqlite": (
-        "SELECT id, title, started_at FROM sessions "
-        "WHERE title = :p_base OR (title >= :p_low AND title < :p_high)"
-    ),
-    "postgresql": (
-        "SELECT id, title, started_at FROM sessions WHERE title = :p_base "
-        "UNION ALL SELECT id, title, started_at FROM sessions "
-        "WHERE title LIKE :p_pattern ESCAPE '\\'"
-    ),
-}
+# The sessions an id prefix may name, two at most (two already means ambiguous), and the
+# sessions of a lineage (titled ``base`` or ``base #<anything>``): each backend's own SQL,
+# since whether a prefix is a range of an index depends on the collation.
 _ORPHAN_CHILDREN = (
     sql_update(S).where(S.c.parent_session_id == _p("id")).values(parent_session_id=None)
 )
@@ -280,48 +256,31 @@ class _Reads:
     all: Prepared
     count: Any
     title_owner: Any
-    title_family: dict[str, Any]
-    """By dialect (see ``_TITLE_FAMILY``)."""
+    title_family: dict[str, Prepared]
+    """By backend name: its lineage statement in this layout, built on first use."""
     ancestors: Any
     descendants: Any
     tokens_by_model: Any
     top_by_tokens: Any
     insert: Any
+    writable: Any
+    """The table a session is written to, in this layout."""
     insert_if_absent: dict[str, Any]
-    """By dialect: the INSERT with ``ON CONFLICT (id) DO NOTHING`` (same SQL on both)."""
+    """By backend name: the INSERT with ``ON CONFLICT (id) DO NOTHING``, built on first use."""
     system_prompts: bool
     """Prompts are kept in ``system_prompts`` by hash (the agent's v25 files)."""
 
 
-class _InsertIfAbsent(dict[str, Any]):
-    """The old code's INSERT OR IGNORE as each backend takes it, built on first use.
-
-    A second create of an id changes nothing, even when two writers race:
-    PostgreSQL's READ COMMITTED lets both pass an existence check, and the
-    primary key then decides without an error. Built per dialect when first
-    asked for, so a process that only opens SQLite files never imports the
-    PostgreSQL dialect (the command line's start-up).
-    """
-
-    def __init__(self, writable: Any) -> None:
-        super().__init__()
-        self._writable = writable
-
-    def __missing__(self, dialect: str) -> Any:
-        # sqlalchemy.dialects.sqlite / .postgresql: imported only for the dialect in use
-        package = "postgresql" if dialect == "postgresql" else "sqlite"
-        module = importlib.import_module(f"sqlalchemy.dialects.{package}")
-        statement = module.insert(self._writable).on_conflict_do_nothing(index_elements=["id"])
-        self[dialect] = statement
-        return statement
+def _in_layout(sql: str, layout: Layout) -> Any:
+    """``sql`` with the layout's session columns and source, shadowed where it hides rows."""
+    shape = {"columns": session_columns(layout), "sessions": sessions_from(layout)}
+    return text(shadowed(sql.format(**shape), layout))
 
 
 @lru_cache(maxsize=16)
 def _reads_for(layout: Layout) -> _Reads:
-    shape = {"columns": session_columns(layout), "sessions": sessions_from(layout)}
-
     def read(sql: str) -> Any:
-        return text(shadowed(sql.format(**shape), layout))
+        return _in_layout(sql, layout)
 
     def sourced(sql: str) -> Any:
         return read(sql).bindparams(bindparam("p_source", type_=Text))
@@ -341,13 +300,14 @@ def _reads_for(layout: Layout) -> _Reads:
         all=Prepared(sourced(_ALL)),
         count=sourced(_COUNT),
         title_owner=read(_TITLE_OWNER),
-        title_family={dialect: Prepared(read(sql)) for dialect, sql in _TITLE_FAMILY.items()},
+        title_family={},
         ancestors=read(_ANCESTORS),
         descendants=read(_DESCENDANTS),
         tokens_by_model=read(_TOKENS_BY_MODEL),
         top_by_tokens=read(_TOP_BY_TOKENS),
         insert=insert(writable),
-        insert_if_absent=_InsertIfAbsent(writable),
+        writable=writable,
+        insert_if_absent={},
         system_prompts=layout.system_prompts,
     )
 
@@ -383,23 +343,10 @@ _PRUNE_PLAN = _sourced(
     f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
 )
 _BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
+
+
 # What deleting a session's messages costs scales with their text (each FTS index
 # tokenizes it again to delete it), which varies 15-fold between sessions.
-# The bytes of a text beyond its characters: SQLite's LENGTH of a BLOB counts bytes,
-# PostgreSQL has octet_length.
-_TEXT_SIZES = {
-    dialect: text(
-        "SELECT session_id, COUNT(*), COALESCE(SUM(LENGTH(content)), 0), "
-        f"COALESCE(SUM({octets} - LENGTH(content)), 0) FROM messages "
-        "WHERE session_id IN :p_ids GROUP BY session_id"
-    ).bindparams(bindparam("p_ids", expanding=True))
-    for dialect, octets in (
-        ("sqlite", "LENGTH(CAST(content AS BLOB))"),
-        ("postgresql", "octet_length(content)"),
-    )
-}
-
-
 def _batch(sql: str) -> Any:
     return _sourced(sql).bindparams(bindparam("p_ids", expanding=True))
 
@@ -515,6 +462,7 @@ class SessionRepository:
         self._layout = layout
         self._clock = clock
         self._r = _STANDARD_READS if layout is STANDARD else _reads_for(layout)
+        self._backend = backend_of(connection)
 
     # -- lifecycle -------------------------------------------------------
     def create(
@@ -576,7 +524,7 @@ class SessionRepository:
         values.update(id=session_id, source=source, started_at=started_at)
         if self._r.system_prompts:
             values.update(self._prompt_by_hash(values["system_prompt"]))
-        statement = self._r.insert_if_absent[self._c.dialect.name]
+        statement = self._insert_if_absent_statement()
         created = self._changed(statement, values)
         if not created and self._r.system_prompts:
             self._c.execute(_DROP_UNUSED_PROMPTS)  # the prompt stored for a row not written
@@ -638,7 +586,7 @@ class SessionRepository:
         text_arg("session_id_or_prefix", id_or_prefix)
         if self.exists(id_or_prefix):
             return id_or_prefix
-        statement = _PREFIX_CANDIDATES[self._c.dialect.name]
+        statement = self._backend.prefix_candidates()
         found = [
             session_id
             for session_id in self._c.execute(statement, {"p_prefix": id_or_prefix}).scalars()
@@ -740,7 +688,7 @@ class SessionRepository:
         """
         if not session_ids:
             return {}
-        statement = _TEXT_SIZES[self._c.dialect.name]
+        statement = self._backend.text_sizes()
         rows = self._c.execute(statement, {"p_ids": list(session_ids)})
         return {row[0]: (int(row[1]), int(row[2]), int(row[3])) for row in rows}
 
@@ -793,11 +741,8 @@ class SessionRepository:
         it keeps the batches short. A prune in one transaction has no batches
         to keep short, and takes none.
         """
-        if self._c.dialect.name != "sqlite" or FTS_MERGE_PAGES <= 0:
-            return
-        for index in self._layout.fts_indexes():
-            if index.usable:
-                self._c.exec_driver_sql(index.merge_sql(FTS_MERGE_PAGES))
+        for statement in self._backend.merge_fts_sql(self._layout, FTS_MERGE_PAGES):
+            self._c.exec_driver_sql(statement)
 
     def _prompt_by_hash(self, prompt: str | None) -> dict[str, Any]:
         """Keep ``prompt`` in ``system_prompts``; the row then holds its hash, not the text."""
@@ -937,14 +882,32 @@ class SessionRepository:
         Case-sensitive, as the numbering is; plain tuples, since a lineage of a
         cron job's sessions runs to thousands of rows.
         """
-        dialect = self._c.dialect.name
-        if dialect == "sqlite":
-            params = {"p_base": base, "p_low": f"{base} #", "p_high": f"{base} $"}
-        else:  # LIKE wildcards in base escaped
-            escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            params = {"p_base": base, "p_pattern": f"{escaped} #%"}
-        rows = self._r.title_family[dialect].rows(self._c, params)
+        backend = self._backend
+        params = backend.title_family_params(base)
+        rows = self._title_family_statement(backend).rows(self._c, params)
         return [(row[0], row[1], row[2]) for row in rows]
+
+    def _title_family_statement(self, backend: Backend) -> Prepared:
+        """The backend's lineage statement in this layout (cached per layout and backend)."""
+        statement = self._r.title_family.get(backend.name)
+        if statement is None:
+            statement = Prepared(_in_layout(backend.title_family_sql(), self._layout))
+            self._r.title_family[backend.name] = statement
+        return statement
+
+    def _insert_if_absent_statement(self) -> Any:
+        """The old code's INSERT OR IGNORE as this backend takes it, built on first use.
+
+        A second create of an id changes nothing, even when two writers race:
+        PostgreSQL's READ COMMITTED lets both pass an existence check, and the
+        primary key then decides without an error.
+        """
+        backend = self._backend
+        statement = self._r.insert_if_absent.get(backend.name)
+        if statement is None:
+            statement = backend.insert_if_absent(self._r.writable)
+            self._r.insert_if_absent[backend.name] = statement
+        return statement
 
     # -- documented queries ---------------------------------------------
     def ancestors(self, session_id: str) -> list[LineageEntry]:
@@ -1051,7 +1014,7 @@ class SessionRepository:
 
     def _kept_totals(self) -> bool:
         """Whether this file may hold revision 0011's totals (SQLite only: see the revision)."""
-        return self._layout.kept_totals and self._c.dialect.name == "sqlite"
+        return self._layout.kept_totals and self._backend.keeps_totals
 
     def top_by_tokens(self, limit: int = 10) -> list[TopSession]:
         """The sessions with the most input + output tokens (the document's query)."""

@@ -34,13 +34,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from hermes_store.backends.sqlite import library
+from hermes_store.backends.sqlite.health import check_fts_indexes
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.stored_text import rewrite_undecodable, undecodable_rows
 from hermes_store.errors import ReadOnlyStoreError, StoreCorruptError
-from hermes_store.repositories.maintenance import (
-    MaintenanceRepository,
-    check_fts_indexes,
-)
+from hermes_store.repositories.maintenance import MaintenanceRepository
 from hermes_store.schema.layout import Layout
 from hermes_store.tools.recovery.survey import DamageSurvey, survey
 from hermes_store.uow.store import Store

@@ -47,8 +47,8 @@ from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection
 
+from hermes_store.backends.postgresql.health import advance_message_identity
 from hermes_store.errors import StoreError
-from hermes_store.repositories.maintenance import advance_message_identity
 from hermes_store.repositories.shapes import (
     live_messages,
     message_columns,

@@ -26,19 +26,11 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from hermes_store.backends.sqlite.engine import OPENED_FILES
-from hermes_store.backends.sqlite.file_identity import OpenedFiles
-from hermes_store.backends.sqlite.private_files import (
-    UnsafeDatabasePathError,
-    require_fit_replacement,
-)
-from hermes_store.errors import StoreError, StoreReplacedError
-from hermes_store.schema.state import file_is_current, is_current_on
+from hermes_store.backends import backend_of
 
 _log = logging.getLogger("hermes_store")
 
@@ -67,10 +59,7 @@ class KeptConnection:
 
 
 def _describe(engine: Engine) -> str:
-    url = engine.url
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return str(url.database)
-    return url.render_as_string(hide_password=True)
+    return backend_of(engine).database_name(engine.url)
 
 
 class ThreadConnections:
@@ -89,9 +78,10 @@ class ThreadConnections:
         self._local = threading.local()
         self._kept: weakref.WeakSet[KeptConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
-        self._adopted: OpenedFiles | None = None
-        """The file the store uses (SQLite): the one it first opened, then each replacement
-        it followed (see :meth:`_unadopted`)."""
+        self.backend = backend_of(engine)
+        """The engine's backend (what ``uow.backend`` answers)."""
+        self._watch = self.backend.file_watch(engine)
+        """Notices a file replaced under the store (SQLite); None where there is no file."""
         self.adopting: Callable[[str], None] | None = None
         """Called with the path once a replacement proved to be a store, before it is used:
         a writable store makes it private there, as opening does (``OSError`` refuses it)."""
@@ -104,95 +94,21 @@ class ThreadConnections:
 
         ``holder`` is the thread's kept connection, or None for a spare.
 
-        A SQLite connection whose file was replaced at its path is moved to the
-        file now there first (see :mod:`hermes_store.backends.sqlite.file_identity`), or
-        refused with :class:`~hermes_store.errors.StoreReplacedError`.
+        A connection whose file was replaced at its path is moved to the file
+        now there first (the backend's ``file_watch``: SQLite's, see
+        :mod:`hermes_store.backends.sqlite.replacement`), or refused with
+        :class:`~hermes_store.errors.StoreReplacedError`.
         """
         connection, kept = self._acquire()
-        opened = connection.info.get(OPENED_FILES)
-        if opened is None:
+        watch = self._watch
+        if watch is None:
             return connection, kept
-        moved_from = opened if opened.replaced() else self._unadopted(opened)
-        if moved_from is not None:
-            try:
-                self._follow_replacement(connection, moved_from)
-            except BaseException:
-                self.release(connection, kept)
-                raise
+        try:
+            watch.follow(connection, self.adopting, self.on_replaced)
+        except BaseException:
+            self.release(connection, kept)
+            raise
         return connection, kept
-
-    def _unadopted(self, opened: OpenedFiles) -> OpenedFiles | None:
-        """What the store used, when ``opened`` (a connection made by name) holds another file.
-
-        A connection made after the file was replaced opens whatever is at the
-        path; that file has to pass the same checks as one a connection finds
-        replaced, or another user's file swapped in would be written by every
-        thread that connects after the swap.
-        """
-        with self._lock:
-            if self._adopted is None:
-                self._adopted = opened  # the store's first connection: the file it opened
-            adopted = self._adopted
-        return None if adopted.database == opened.database else adopted
-
-    def _follow_replacement(self, connection: Connection, opened: OpenedFiles) -> None:
-        """Move ``connection`` from a replaced file to the one at the path, or refuse."""
-        path = opened.path
-        if not os.path.exists(path):
-            raise StoreReplacedError(
-                f"{path} was moved away or deleted while this store had it open; nothing "
-                "was written (put the store back at that path, or reopen it elsewhere)"
-            )
-        try:
-            require_fit_replacement(Path(path), opened.owner)
-        except UnsafeDatabasePathError as error:
-            self._refuse(connection, opened, f"{error}; nothing was written to either")
-        if file_is_current(path) is False:
-            self._refuse(connection, opened)
-        detached = opened.detach_sidecars()
-        connection.invalidate()  # the old file is closed; SQLite leaves a moved file's WAL alone
-        self._engine.pool.dispose()  # idle pooled connections hold the old file too
-        fresh = connection.info.get(OPENED_FILES)  # reconnects, to the file at the path
-        try:
-            current = (
-                fresh is not None
-                and not fresh.replaced()
-                and fresh.owner in (os.geteuid(), opened.owner)  # the file checked above
-                and is_current_on(connection)
-            )
-        except StoreError:
-            current = False
-        finally:
-            if connection.in_transaction():
-                connection.rollback()
-        if not current:
-            self._refuse(connection, opened)
-        if self.adopting is not None:
-            try:
-                self.adopting(path)
-            except OSError as error:
-                self._refuse(connection, opened, f"{path} could not be made private ({error})")
-        with self._lock:
-            self._adopted = fresh
-        if self.on_replaced is not None:
-            self.on_replaced()
-        _log.warning(
-            "%s was replaced while the store had it open; now using the new file "
-            "(the old one's sidecars unlinked: %s)",
-            path,
-            ", ".join(detached) or "none",
-        )
-
-    @staticmethod
-    def _refuse(connection: Connection, opened: OpenedFiles, why: str | None = None) -> None:
-        # Sticky: the next unit checks again instead of using that file (and the
-        # owner it must have stays the one of the file the store first opened).
-        connection.info[OPENED_FILES] = OpenedFiles(opened.path, None, None, None, opened.owner)
-        raise StoreReplacedError(
-            why
-            or f"{opened.path} was replaced by a file that is not a hermes_store database at "
-            "the head schema; nothing was written to either (reopen the store to adopt it)"
-        )
 
     def _acquire(self) -> tuple[Connection, KeptConnection | None]:
         kept: KeptConnection | None = getattr(self._local, "kept", None)
@@ -237,7 +153,7 @@ class ThreadConnections:
             inherited = [holder for holder in self._kept if holder.pid != os.getpid()]
         for holder in inherited:
             self._kept.discard(holder)
-            if not close_idle or holder.busy or self._engine.dialect.name != "sqlite":
+            if not close_idle or holder.busy or not self.backend.closes_idle_connections:
                 untouchable.append(holder)
             elif not holder.connection.closed:
                 with contextlib.suppress(SQLAlchemyError):

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
+from hermes_store.backends import backend_of
+
 if TYPE_CHECKING:
     from hermes_store.uow.connections import ThreadConnections
     from hermes_store.uow.group import SharedCommits
@@ -74,7 +76,7 @@ def _forget_the_parents_connections() -> None:
     for connections in list(_CONNECTIONS):
         _INHERITED.extend(connections.forget_inherited(close_idle))
     for engine in list(_ENGINES):
-        if engine.dialect.name == "sqlite" and close_idle:
+        if close_idle and backend_of(engine).closes_idle_connections:
             engine.dispose()  # closes the idle ones, here in the child
         else:
             _INHERITED.append(engine.pool)  # never closed by the child

@@ -16,25 +16,22 @@ import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError
 
-from hermes_store.backends import create_store_engine
+from hermes_store.backends import backend_named, create_store_engine
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.location import resolve_url, sqlite_file
 from hermes_store.backends.policy import ContentionPolicy
-from hermes_store.backends.postgresql.engine import kept_connection_alive, retry_aborted
-from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.backends.sqlite.private_files import (
-    ensure_private_database,
-    require_existing_database,
-    tighten_private_database,
-)
-from hermes_store.backends.sqlite.short_file import is_empty_file, refuse_short_file
 from hermes_store.domain.arguments import number_arg
-from hermes_store.errors import InvalidInputError, ReadOnlyStoreError, SchemaError
+from hermes_store.errors import (
+    InvalidInputError,
+    ReadOnlyStoreError,
+    SchemaError,
+    UnknownBackendError,
+)
 from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
 from hermes_store.schema.state import (
     HEAD_SCHEMA_VERSION,
@@ -112,21 +109,29 @@ class Store:
         self.url: URL = resolve_url(target)
         self.path: Path | None = sqlite_file(self.url)
         self._failures = Failures.of(self.url)
+        try:
+            self.backend = backend_named(self.url.get_backend_name())
+        except UnknownBackendError:
+            raise InvalidInputError(
+                f"{self._failures.where}: no database backend {self.url.get_backend_name()!r} "
+                "(hermes_store runs on SQLite and PostgreSQL)"
+            ) from None
+        """The database's backend: every dialect decision of this store is its."""
+        backend = self.backend
         if self.path is not None:
-            refuse_short_file(self.path)  # before SQLite would write a new store over it
-            if read_only:
-                require_existing_database(self.path)
-            else:
+            backend.check_file(self.path, read_only=read_only)
+            if not read_only:
                 try:
-                    ensure_private_database(self.path, tighten=False)
+                    backend.make_private(self.path, tighten=False)
                 except OSError as error:
                     raise self._failures.from_os(error) from error
         self.policy = policy or ContentionPolicy()
         self.engine: Engine = self._engine()
-        alive = kept_connection_alive if self.url.get_backend_name() == "postgresql" else None
-        self._connections = ThreadConnections(self.engine, alive)
+        self._connections = ThreadConnections(self.engine, backend.alive_check())
         if self.path is not None and not read_only:  # a replacement is made private, as here
-            self._connections.adopting = lambda adopted: tighten_private_database(Path(adopted))
+            self._connections.adopting = lambda adopted: backend.make_private(
+                Path(adopted), tighten=True
+            )
         forking.watch(self.engine, self._connections)
         self._layouts: LayoutCell | None = None  # PostgreSQL: always our own layout
         self._open_schema(migrate and not read_only)
@@ -189,26 +194,26 @@ class Store:
         if not self.read_only:
             if self.path is not None:  # a session store, known now: private from here on
                 try:
-                    tighten_private_database(self.path)
+                    self.backend.make_private(self.path, tighten=True)
                 except OSError as error:
                     raise self._failures.from_os(error) from error
             self._mend_skipped_agent_step()
 
     def _learn_layout(self, migrate: bool) -> bool:
         """Read state and layout in one read unit; False when a migration must come first."""
-        sqlite = self.engine.dialect.name == "sqlite"
+        backend = self.backend
         with UnitOfWork(self._connections, write=False, failures=self._failures) as uow:
             state = read_schema_state(uow.connection)
             ladder = state.ladder  # raises SchemaError for a state we cannot read safely
-            if ladder is Ladder.AGENT and not sqlite:
+            if ladder is Ladder.AGENT and not backend.has_file_layout:
                 raise SchemaError(
                     f"{self!r} holds schema_version {state.version}, which no hermes_store "
                     f"writes (it keeps the document's {HEAD_SCHEMA_VERSION}) and the agent's "
                     "own code does not use PostgreSQL: refusing to guess its schema"
                 )
-            if sqlite and ladder is Ladder.EMPTY:
+            if backend.has_file_layout and ladder is Ladder.EMPTY:
                 refuse_foreign_file(uow.connection, self._where())
-                if self.read_only and self.path is not None and is_empty_file(self.path):
+                if self.read_only and self.path is not None and backend.is_empty_file(self.path):
                     raise SchemaError(
                         f"{self._where()} is empty (0 bytes, no store); a read-only open "
                         "creates none: 'hermes-store upgrade' makes a new store there"
@@ -220,14 +225,13 @@ class Store:
                     )
             if migrate and state.needs_migration:
                 return False
-            if sqlite:
+            if backend.has_file_layout:
                 cell = LayoutCell(STANDARD, state.cookie)
                 # A file still to be migrated (by a caller that opened it with
                 # migrate=False to do so itself) keeps the standard layout: the
                 # first unit after the migration sees the cookie move and reads it.
                 if self.read_only or not state.needs_migration:
-                    driver = cast(sqlite3.Connection, uow.connection.connection.driver_connection)
-                    cell.refresh(driver, state)
+                    backend.refresh_layout(cell, uow.connection, state)
                 self._layouts = cell
                 self._connections.on_replaced = cell.forget
         return True
@@ -330,7 +334,7 @@ class Store:
         try:  # the first attempt inline: the common case pays for no retry machinery
             return once()
         except DBAPIError as error:
-            return retry_aborted(once, self.policy, self._failures.where, first=error)
+            return self.backend.retry_aborted(once, self.policy, self._failures.where, first=error)
 
     def close(self) -> None:
         """Close every idle connection, releasing the file; a later unit reconnects.

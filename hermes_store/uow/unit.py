@@ -34,22 +34,15 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, NoReturn, Protocol, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from sqlalchemy.engine import Connection, RootTransaction
 
+from hermes_store.backends.base import Backend, DriverRules
 from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.prepared import driver_error
-from hermes_store.backends.sqlite.engine import SqliteRules, sqlite_rules
-from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
-from hermes_store.schema.layout import (
-    STANDARD,
-    Layout,
-    LayoutCell,
-    drop_unusable_cjk_triggers,
-)
-from hermes_store.schema.state import read_schema_state
+from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
 from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
 
@@ -113,10 +106,18 @@ class UnitOfWork:
         self._layouts = layouts
         self._connection: Connection | None = None
         self._kept: KeptConnection | None = None
-        self._rules: SqliteRules | None = None
-        self._driver: sqlite3.Connection | None = None
+        self._rules: DriverRules | None = None
+        self._driver: Any = None
+        """The driver's connection where the unit runs its transaction itself (SQLite)."""
+        self._errors: tuple[type[Exception], ...] = ()
+        """The driver's errors, as its rules name them (none without rules)."""
         self._transaction: RootTransaction | None = None
         self._orm: UnitSession | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """The database's backend: what repositories ask for dialect-specific SQL and rules."""
+        return self._connections.backend
 
     @property
     def connection(self) -> Connection:
@@ -173,15 +174,22 @@ class UnitOfWork:
         except Exception as error:  # the connect itself: a missing, damaged or read-only file
             self._raise_named(error, connecting=True)
         try:
-            self._rules = sqlite_rules(connection)
-            if self._rules is not None:
-                self._driver = cast(sqlite3.Connection, connection.connection.driver_connection)
-                self._rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
+            backend = self._connections.backend
+            self._rules = rules = backend.driver_rules(connection)
+            if rules is not None:
+                self._driver = connection.connection.driver_connection
+                self._errors = rules.errors
+                rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
                 self._connection = connection
-                layout = self._current_layout(connection, self._driver)
+                cell = self._layouts
+                layout = (
+                    STANDARD
+                    if cell is None
+                    else backend.current_layout(cell, connection, self._driver, write=self._write)
+                )
             else:
                 self._begin_through_sqlalchemy(connection)
-                layout = STANDARD  # PostgreSQL: only our revisions build its tables
+                layout = STANDARD  # a server: only our revisions build its tables
         except BaseException as error:
             self._connection = connection
             try:
@@ -226,27 +234,6 @@ class UnitOfWork:
 
             self._search = SearchRepository(self.connection, self.layout)
         return self._search
-
-    def _current_layout(self, connection: Connection, driver: sqlite3.Connection) -> Layout:
-        """The layout of the file now, read again if another program changed its schema.
-
-        One ``PRAGMA schema_version`` per unit: the cookie SQLite moves with
-        any DDL, read inside this unit's transaction so that the layout and
-        the statements that follow see the same schema. A write unit on a
-        file whose cjk index this process cannot run first does what the
-        agent's own code does then (see :func:`drop_unusable_cjk_triggers`).
-        """
-        cell = self._layouts
-        if cell is None:
-            return STANDARD
-        (cookie,) = driver.execute("PRAGMA schema_version").fetchone()
-        layout = cell.layout
-        if cookie != cell.cookie:
-            layout = cell.refresh(driver, read_schema_state(connection))
-        if self._write and layout.cjk_degrade_needed:
-            drop_unusable_cjk_triggers(driver, layout)
-            layout = cell.refresh(driver, read_schema_state(connection))
-        return layout
 
     def _begin_through_sqlalchemy(self, connection: Connection) -> None:
         # A kept connection carries the previous unit's options (they are
@@ -413,9 +400,9 @@ class UnitOfWork:
         try:
             driver.execute(f"ROLLBACK TO {_SHARED_SAVEPOINT}")
             driver.execute(f"RELEASE {_SHARED_SAVEPOINT}")
-        except sqlite3.Error:
+        except self._errors:
             return False
-        return driver.in_transaction
+        return bool(driver.in_transaction)
 
     def _driver_statement(self, statement: str) -> None:
         if self._driver is None:
@@ -442,7 +429,7 @@ class UnitOfWork:
         assert self._driver is not None
         try:
             self._driver.execute(statement)
-        except sqlite3.Error as error:
+        except self._errors as error:
             raise driver_error(self.connection.dialect, statement, (), error) from error
 
 

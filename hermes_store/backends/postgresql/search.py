@@ -10,13 +10,14 @@ key newest first for a common query (each step a test of a stored vector;
 K matches are found after about K / share rows) or reading the GIN index for
 a rare one, whichever the planner's lexeme statistics say is cheaper.
 Substring search needs no statement of its own: the portable ``... ILIKE
-... ORDER BY m.id DESC`` scan of :func:`.search._match_statement` runs
+... ORDER BY m.id DESC`` scan of :func:`hermes_store.backends.sqlite.search.match_statement` runs
 unchanged, helped by the pg_trgm index ``idx_messages_content_trgm``
 (revision 0007).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -24,8 +25,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
+from hermes_store.backends.sqlite.search import match_statement
+from hermes_store.domain.substrings import TRIGRAM
+from hermes_store.schema.layout import WORD_INDEX as STORE_WORD_INDEX
 
 # The headline reads no further than the vector covers, which also bounds
 # its cost on a huge message.
@@ -185,3 +190,61 @@ def read_window(
         if row["id"] is not None
     ]
     return page, low
+
+
+class PostgresqlSearch:
+    """What search uses on PostgreSQL: the stored tsvector, pg_trgm for ILIKE.
+
+    There is one word index and no trigram or pair table; the substring scan is
+    :func:`hermes_store.backends.sqlite.search.match_statement`'s portable one,
+    with ``ILIKE``, which the pg_trgm index serves for needles of three or more
+    characters.
+    """
+
+    visible = ""
+    has_word_index = True
+    has_trigram = False
+    trigram_skips_tool_rows = False
+    has_bigrams = False
+    spells_out_prefixes = False
+    subtracts_words = False
+    substring_like = "ILIKE"
+
+    def word_query(self, connection: Connection, items: list[str]) -> str:
+        """A ``to_tsquery('simple', ...)`` text (:func:`.tsquery.tsquery_text`)."""
+        return tsquery_text(items)
+
+    def match_statement(
+        self,
+        index: str | None,
+        like_sql: str | None,
+        filtered: tuple[bool, bool, bool],
+        anchors: int,
+        ranked: bool,
+        besides: str | None,
+    ) -> TextClause:
+        """:func:`word_statement` for the word index, the portable scan for a substring."""
+        if index == STORE_WORD_INDEX:
+            return word_statement(*filtered)
+        if index is None:
+            return match_statement(None, like_sql, *filtered)
+        raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
+
+    def nth_newest_statement(self, index: str) -> TextClause:
+        """The id of the n-th newest match (:func:`nth_newest_statement`)."""
+        return nth_newest_statement(index)
+
+    def read_window(
+        self,
+        connection: Connection,
+        statement: TextClause,
+        edge: TextClause,
+        params: dict[str, Any],
+        nth: int | None,
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """The window and its edge in one statement (:func:`read_window`)."""
+        return read_window(connection, statement, edge, params, nth)
+
+    def substring_indexed(self, needles: Sequence[str]) -> bool:
+        """pg_trgm serves ILIKE when every needle has a trigram."""
+        return min(map(len, needles)) >= TRIGRAM

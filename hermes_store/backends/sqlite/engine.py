@@ -44,6 +44,7 @@ from hermes_store.backends.location import sqlite_file
 from hermes_store.backends.options import PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.backends.sqlite import library, stored_text
+from hermes_store.backends.sqlite.backend import SQLITE_RULES_KEY
 from hermes_store.backends.sqlite.file_identity import OpenedFiles
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.private_files import (
@@ -54,7 +55,7 @@ from hermes_store.errors import StoreCorruptError, StoreLockedError, StoreReplac
 
 _LOCK_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _log = logging.getLogger(__name__)
-_SQLITE_RULES = "hermes_sqlite_rules"
+_SQLITE_RULES = SQLITE_RULES_KEY
 OPENED_FILES = "hermes_opened_files"
 """Connection info: the files a connection opened (``file_identity.OpenedFiles``)."""
 
@@ -150,6 +151,9 @@ class SqliteRules:
     """
 
     __slots__ = ("_clock", "busy_timeout_ms", "database", "policy")
+
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    """The driver's errors, which a unit of work catches where it ends its transaction."""
 
     def __init__(self, policy: ContentionPolicy, database: str) -> None:
         self.policy = policy
