@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends import backend_of
-from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.backends.layout import STANDARD, Layout
 
 
 def tool_call_total(raw: str) -> int:

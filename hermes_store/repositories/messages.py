@@ -23,7 +23,14 @@ from sqlalchemy import bindparam, insert, literal_column, text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends import backend_of
+from hermes_store.backends.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.backends.prepared import Prepared
+from hermes_store.backends.shapes import (
+    live_messages,
+    message_columns,
+    shadowed,
+    writable_messages,
+)
 from hermes_store.domain.arguments import decode_json, number_arg, text_arg
 from hermes_store.domain.messages import (
     JSON_FIELDS,
@@ -36,18 +43,7 @@ from hermes_store.domain.messages import (
 )
 from hermes_store.domain.records import MessageRecord
 from hermes_store.errors import InvalidInputError, SessionNotFoundError
-from hermes_store.repositories.agent_guards import (
-    refuse_broken_deletes,
-    refuse_locked_sessions,
-)
 from hermes_store.repositories.sessions import SessionRepository
-from hermes_store.repositories.shapes import (
-    live_messages,
-    message_columns,
-    shadowed,
-    writable_messages,
-)
-from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import messages_table
 from hermes_store.schema.totals import KEPT_MESSAGE_COUNT, KEPT_MESSAGE_TRUSTED
 
@@ -339,7 +335,7 @@ class MessageRepository:
         text_arg("session_id", session_id)
         if not self._sessions._zero_counters(session_id):
             raise SessionNotFoundError(session_id)
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        backend_of(self._c).refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(self._s.delete_for_session, {"p_id": session_id})
 
     def delete_rows_of(self, session_id: str) -> None:
@@ -348,7 +344,7 @@ class MessageRepository:
         The counters are left as they are because the session row goes next
         (the ORM flush's rule for a deleted session, :mod:`hermes_store.uow.orm`).
         """
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        backend_of(self._c).refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(self._s.delete_for_session, {"p_id": session_id})
 
     def _insert(self, row: dict[str, Any]) -> int:
@@ -357,7 +353,7 @@ class MessageRepository:
 
     def _admit(self, session_ids: Sequence[str]) -> None:
         if self._layout.compression_locks:
-            refuse_locked_sessions(self._c, self._layout, session_ids)
+            backend_of(self._c).refuse_locked_sessions(self._c, self._layout, session_ids)
 
     def _ids_taken(self, ids: Sequence[int]) -> bool:
         taken = self._c.execute(_IDS_TAKEN, {"p_ids": list(ids)}).first()

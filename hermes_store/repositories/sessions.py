@@ -32,7 +32,14 @@ from sqlalchemy.sql.elements import BindParameter
 
 from hermes_store.backends import backend_of
 from hermes_store.backends.base import Backend
+from hermes_store.backends.layout import SESSION_COLUMNS, STANDARD, Layout
 from hermes_store.backends.prepared import Prepared
+from hermes_store.backends.shapes import (
+    session_columns,
+    sessions_from,
+    shadowed,
+    writable_sessions,
+)
 from hermes_store.domain.arguments import (
     INT64_MAX,
     bool_arg,
@@ -47,15 +54,7 @@ from hermes_store.domain.records import LineageEntry, ModelUsage, SessionRecord,
 from hermes_store.domain.titles import clean_title, lineage_base, lineage_number, next_in_lineage
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
 from hermes_store.repositories import listing as _listing
-from hermes_store.repositories.agent_guards import refuse_broken_deletes
-from hermes_store.repositories.shapes import (
-    session_columns,
-    sessions_from,
-    shadowed,
-    writable_sessions,
-)
 from hermes_store.schema import totals
-from hermes_store.schema.layout import SESSION_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import FLOAT, messages_table, sessions_table
 
 S = sessions_table
@@ -629,7 +628,7 @@ class SessionRepository:
     def delete(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""
         text_arg("session_id", session_id)
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        self._backend.refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(_ORPHAN_CHILDREN, {"p_id": session_id})
         self._c.execute(_DELETE_MESSAGES, {"p_id": session_id})
         deleted = self._changed(_DELETE, {"p_id": session_id})
@@ -675,7 +674,7 @@ class SessionRepository:
         found = [(row[0], int(row[1])) for row in self._c.execute(_PRUNE_PLAN, params)]
         for start in range(0, len(found), _GUARD_CHUNK):
             chunk = [session_id for session_id, _ in found[start : start + _GUARD_CHUNK]]
-            refuse_broken_deletes(self._c, self._layout, chunk)
+            self._backend.refuse_broken_deletes(self._c, self._layout, chunk)
         return found
 
     def text_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:

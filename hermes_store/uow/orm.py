@@ -65,6 +65,7 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm.state import InstanceState
 from sqlalchemy.sql.sqltypes import REAL
 
+from hermes_store.backends.layout import MESSAGE_COLUMNS, SESSION_COLUMNS, Layout
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
 from hermes_store.domain.titles import clean_title
 from hermes_store.errors import (
@@ -77,7 +78,6 @@ from hermes_store.errors import (
 from hermes_store.repositories.maintenance import tool_call_total
 from hermes_store.repositories.messages import MessageRepository
 from hermes_store.repositories.sessions import SessionRepository
-from hermes_store.schema.layout import MESSAGE_COLUMNS, SESSION_COLUMNS, Layout
 from hermes_store.schema.models import Message, Session
 from hermes_store.schema.state import Ladder
 from hermes_store.schema.types import JSONText

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from sqlalchemy.engine import Connection, RootTransaction
 
 from hermes_store.backends.base import Backend, DriverRules
+from hermes_store.backends.layout import STANDARD, Layout, LayoutCell
 from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.prepared import driver_error
 from hermes_store.errors import StoreError
-from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
 from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
 
@@ -86,7 +86,10 @@ class UnitOfWork:
     """
 
     layout: Layout
-    """The file's layout as this unit's transaction sees it (:mod:`hermes_store.schema.layout`)."""
+    """The file's layout as this unit's transaction sees it.
+
+    See :mod:`hermes_store.backends.layout`.
+    """
 
     def __init__(
         self,
