@@ -311,7 +311,14 @@ def test_regression_batch_append_binds_json_as_stored_text(db: SessionDB) -> Non
     [(None, 0), ([], 0), ({}, 0), ([1, 2, 3], 3), ((1, 2), 2), ({"id": 1}, 1), ("x", 1), (7, 1)],
 )
 def test_tool_calls_count_by_the_health_check_rule(value: Any, counted: int) -> None:
+    """The ORM, the facades (before storing) and the health check (after) count alike."""
+    from hermes_store.domain.arguments import json_arg
+    from hermes_store.domain.messages import stored_tool_call_total, tool_call_total
+
     assert tool_calls_counted(value) == counted
+    assert tool_call_total(value) == counted
+    stored = json_arg("tool_calls", value)
+    assert (0 if stored is None else stored_tool_call_total(stored)) == counted
 
 
 def test_orm_adds_and_deletes_keep_both_counters_exact(db: SessionDB, store: Store) -> None:

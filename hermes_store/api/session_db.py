@@ -21,7 +21,6 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import text_arg
 from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
-from hermes_store.domain.query_syntax import sanitize_fts5_query
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.errors import InvalidInputError, StoreAccessError
 from hermes_store.uow.combined import Combinable
@@ -29,7 +28,6 @@ from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
 from hermes_store.uow.unit import UnitOfWork
 
-SECONDS_PER_DAY = 86400.0
 JSON_MESSAGE_FIELDS = JSON_FIELDS
 
 
@@ -387,10 +385,6 @@ class SessionDB:
     # ------------------------------------------------------------------
     # Search
     # ------------------------------------------------------------------
-    @staticmethod
-    def _sanitize_fts5_query(query: str) -> str:
-        return sanitize_fts5_query(query)
-
     def search_messages(
         self,
         query: str,

@@ -32,14 +32,23 @@ FIELDS = frozenset({"role", "token_count", *TEXT_FIELDS, *JSON_FIELDS})
 
 
 def tool_call_total(tool_calls: Any) -> int:
-    """How many calls a message carries: a list counts its items, anything else one."""
+    """How many calls a message carries: a list counts its items, anything else one.
+
+    The store's one counting rule, on the value before it is stored; what
+    :func:`stored_tool_call_total` gives for the text the value is stored as
+    (a list or tuple is stored as a JSON array, anything else as one value).
+    """
     if not tool_calls:
         return 0
     return len(tool_calls) if isinstance(tool_calls, list | tuple) else 1
 
 
 def stored_tool_call_total(raw: str) -> int:
-    """The same count for a stored ``tool_calls`` text (a check recomputing counters)."""
+    """The same count for a stored ``tool_calls`` text (a check recomputing counters).
+
+    A JSON array counts its items; anything else, text that is not JSON
+    included (another program wrote it), counts one.
+    """
     decoded = decode_json(raw)
     return len(decoded) if isinstance(decoded, list) else 1
 
@@ -135,14 +144,6 @@ def turn_rows(
         rows.append(message_row(session_id, message, stamp(index), index))
         calls += tool_call_total(message.get("tool_calls"))
     return rows, calls
-
-
-def decoded(row: dict[str, Any]) -> dict[str, Any]:
-    """A stored row with its JSON fields decoded in place (text that is not JSON stays text)."""
-    for name in JSON_FIELDS:
-        if row.get(name):
-            row[name] = decode_json(row[name])
-    return row
 
 
 def conversation_entry(row: Mapping[str, Any]) -> dict[str, Any]:

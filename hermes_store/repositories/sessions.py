@@ -188,24 +188,6 @@ _DESCENDANTS = """
     )
     SELECT id, title, started_at, parent_session_id FROM descendants
     """
-_RECENT = """
-    SELECT {columns},
-        COALESCE(
-            (SELECT SUBSTR(m.content, 1, 63)
-             FROM messages m
-             WHERE m.session_id = s.id AND m.role = 'user' AND m.content IS NOT NULL
-             ORDER BY m.timestamp, m.id LIMIT 1),
-            ''
-        ) AS preview,
-        COALESCE(
-            (SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id),
-            s.started_at
-        ) AS last_active
-    FROM {sessions}
-    WHERE (:p_source IS NULL OR s.source = :p_source)
-    ORDER BY s.started_at DESC
-    LIMIT :p_limit OFFSET :p_offset
-"""
 _TOKENS_BY_MODEL = """
     SELECT model,
            COUNT(*) as session_count,
@@ -250,7 +232,6 @@ class _Reads:
 
     get: Prepared
     by_title: Any
-    recent: Any
     list: Any
     all: Prepared
     count: Any
@@ -294,7 +275,6 @@ def _reads_for(layout: Layout) -> _Reads:
     return _Reads(
         get=Prepared(read(_GET)),
         by_title=read(_BY_TITLE),
-        recent=sourced(_RECENT),
         list=sourced(_LIST),
         all=Prepared(sourced(_ALL)),
         count=sourced(_COUNT),
@@ -919,11 +899,6 @@ class SessionRepository:
         text_arg("session_id", session_id)
         rows = self._rows(self._r.descendants, {"p_id": session_id})
         return [LineageEntry(**row) for row in rows]
-
-    def recent(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
-        """The document's recent-sessions query: newest first, a raw 63-character preview."""
-        params = {"p_source": source, "p_limit": limit, "p_offset": offset}
-        return self._rows(self._r.recent, params)
 
     def listing(
         self,

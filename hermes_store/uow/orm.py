@@ -32,7 +32,7 @@ run in ``before_flush``, before any row is written):
   flush (:meth:`SessionRepository._bump_counters
   <hermes_store.repositories.sessions.SessionRepository._bump_counters>`), the
   counts by the rule the health check recounts with
-  (:func:`~hermes_store.repositories.maintenance.tool_call_total`); a message
+  (:func:`~hermes_store.domain.messages.stored_tool_call_total`); a message
   of a session that does not exist is
   :class:`~hermes_store.errors.SessionNotFoundError` and nothing is written;
 * a session deleted through the ORM follows the store's rule: its messages
@@ -67,6 +67,7 @@ from sqlalchemy.sql.sqltypes import REAL
 
 from hermes_store.backends.layout import MESSAGE_COLUMNS, SESSION_COLUMNS, Layout
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
+from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.domain.titles import clean_title
 from hermes_store.errors import (
     InvalidInputError,
@@ -75,7 +76,6 @@ from hermes_store.errors import (
     SessionNotFoundError,
     TitleConflictError,
 )
-from hermes_store.repositories.maintenance import tool_call_total
 from hermes_store.repositories.messages import MessageRepository
 from hermes_store.repositories.sessions import SessionRepository
 from hermes_store.schema.models import Message, Session
@@ -383,7 +383,7 @@ def tool_calls_counted(value: Any) -> int:
     items, one for anything else.
     """
     encoded = _TOOL_CALLS.encode(value)
-    return 0 if encoded is None else tool_call_total(encoded)
+    return 0 if encoded is None else stored_tool_call_total(encoded)
 
 
 def _state(obj: Any) -> InstanceState[Any]:
