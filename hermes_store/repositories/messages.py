@@ -240,7 +240,7 @@ class MessageRepository:
         text_arg("session_id", session_id)
         row = message_row(session_id, locals(), self._clock())
         self._admit((session_id,))
-        if not self._sessions._bump_counters(session_id, 1, tool_call_total(tool_calls)):
+        if not self._sessions.bump_counters(session_id, 1, tool_call_total(tool_calls)):
             raise SessionNotFoundError(session_id)
         return self._insert(row)
 
@@ -267,7 +267,7 @@ class MessageRepository:
                 count[1] += message.tool_calls
         self._admit(tuple(counts))
         for session_id, (added, calls) in counts.items():
-            if not self._sessions._bump_counters(session_id, added, calls):
+            if not self._sessions.bump_counters(session_id, added, calls):
                 raise SessionNotFoundError(session_id)
         return insert_rows(self._c, self._layout, rows)
 
@@ -286,7 +286,7 @@ class MessageRepository:
                 raise SessionNotFoundError(session_id)
             return []
         self._admit((session_id,))
-        if not self._sessions._bump_counters(session_id, len(rows), calls):
+        if not self._sessions.bump_counters(session_id, len(rows), calls):
             raise SessionNotFoundError(session_id)
         return insert_rows(self._c, self._layout, rows)
 
@@ -326,14 +326,14 @@ class MessageRepository:
         if not rows:
             return []
         self._admit((session_id,))
-        if not self._sessions._bump_counters(session_id, len(rows), calls):
+        if not self._sessions.bump_counters(session_id, len(rows), calls):
             raise SessionNotFoundError(session_id)
         return insert_rows(self._c, self._layout, rows)
 
     def clear(self, session_id: str) -> None:
         """Delete a session's messages but keep the session, its counters back to zero."""
         text_arg("session_id", session_id)
-        if not self._sessions._zero_counters(session_id):
+        if not self._sessions.zero_counters(session_id):
             raise SessionNotFoundError(session_id)
         backend_of(self._c).refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(self._s.delete_for_session, {"p_id": session_id})

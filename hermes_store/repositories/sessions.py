@@ -710,7 +710,7 @@ class SessionRepository:
             return 0
         calls = sum(stored_tool_call_total(raw) for _, raw in rows if raw)
         self._c.execute(_DELETE_MESSAGE_IDS, {"p_ids": [row[0] for row in rows]})
-        self._bump_counters(session_id, -len(rows), -calls)
+        self.bump_counters(session_id, -len(rows), -calls)
         return len(rows)
 
     def merge_fts_step(self) -> None:
@@ -732,7 +732,7 @@ class SessionRepository:
         return {"system_prompt": None, "system_prompt_hash": key}
 
     # -- counters --------------------------------------------------------
-    def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
+    def bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
         """Add to the counters in one atomic UPDATE; False if the session is unknown.
 
         Only the messages repository and a unit's ORM flush (:mod:`hermes_store.uow.orm`)
@@ -741,7 +741,8 @@ class SessionRepository:
         params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
         return _BUMP_COUNTERS.rowcount(self._c, params) > 0
 
-    def _zero_counters(self, session_id: str) -> bool:
+    def zero_counters(self, session_id: str) -> bool:
+        """Both counters to zero, the session's messages being cleared; False if unknown."""
         params = {"p_id": session_id, "p_messages": 0, "p_tool_calls": 0}
         return self._changed(_SET_COUNTERS, params)
 

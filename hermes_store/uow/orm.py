@@ -29,8 +29,8 @@ run in ``before_flush``, before any row is written):
   another session holds is a :class:`~hermes_store.errors.TitleConflictError`;
 * a message added, deleted or moved keeps its session's ``message_count`` and
   ``tool_call_count`` exact: one ``UPDATE ... SET n = n + :k`` per session per
-  flush (:meth:`SessionRepository._bump_counters
-  <hermes_store.repositories.sessions.SessionRepository._bump_counters>`), the
+  flush (:meth:`SessionRepository.bump_counters
+  <hermes_store.repositories.sessions.SessionRepository.bump_counters>`), the
   counts by the rule the health check recounts with
   (:func:`~hermes_store.domain.messages.stored_tool_call_total`); a message
   of a session that does not exist is
@@ -345,7 +345,7 @@ class FlushRules:
                 row.message_count = (row.message_count or 0) + messages
                 row.tool_call_count = (row.tool_call_count or 0) + tool_calls
                 continue
-            if not self.sessions._bump_counters(session_id, messages, tool_calls):
+            if not self.sessions.bump_counters(session_id, messages, tool_calls):
                 self._undo(bumped)
                 raise SessionNotFoundError(session_id)
             bumped.append((session_id, messages, tool_calls))
@@ -354,7 +354,7 @@ class FlushRules:
     def _undo(self, bumped: Iterable[tuple[str, int, int]]) -> None:
         """Take back this flush's counter updates: a refused flush leaves nothing written."""
         for session_id, messages, tool_calls in bumped:
-            self.sessions._bump_counters(session_id, -messages, -tool_calls)
+            self.sessions.bump_counters(session_id, -messages, -tool_calls)
 
     def _delete_messages_of(self, session: OrmSession, doomed: set[str]) -> None:
         """The store's rule for a deleted session: its messages go first, in one statement.
