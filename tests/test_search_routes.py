@@ -16,6 +16,7 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.backends.sqlite import search as sqlite_search
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
 from hermes_store.repositories import search
 from tests.search_rows import GATEWAY_FILTERS, first_column, gateway_order, hit_ids
 
@@ -251,6 +252,6 @@ def test_a_spelled_out_prefix_sees_rows_written_in_the_same_unit_and_after(
     hits = db.search_messages("deploy*", limit=100)
     assert len(hits) == before + 1
     with db.store.write() as uow:
-        uow.messages.append("p", "user", "deployless inside the unit")
+        uow.messages.append("p", MessageIn("user", "deployless inside the unit"))
         spelled = uow.search.word_query(query_items("deploy*"))
         assert '"deployless"' in spelled and '"deployable"' in spelled

@@ -35,6 +35,7 @@ from hermes_store.domain.arguments import decode_json, number_arg, text_arg
 from hermes_store.domain.messages import (
     JSON_FIELDS,
     CheckedMessage,
+    MessageIn,
     conversation_entry,
     field_name,
     message_row,
@@ -218,29 +219,18 @@ class MessageRepository:
         self._clock = clock
 
     # -- writes ----------------------------------------------------------
-    def append(
-        self,
-        session_id: str,
-        role: str,
-        content: str | None = None,
-        tool_name: str | None = None,
-        tool_calls: Any = None,
-        tool_call_id: str | None = None,
-        token_count: int | None = None,
-        finish_reason: str | None = None,
-        reasoning: str | None = None,
-        reasoning_details: Any = None,
-        codex_reasoning_items: Any = None,
-    ) -> int:
+    def append(self, session_id: str, message: MessageIn) -> int:
         """Append one message and move the session's counters; the message's id.
 
         ``tool_calls`` (a list of calls, counted one each), ``reasoning_details``
         and ``codex_reasoning_items`` take any JSON-serializable value.
         """
         text_arg("session_id", session_id)
-        row = message_row(session_id, locals(), self._clock())
+        if not isinstance(message, MessageIn):
+            raise InvalidInputError(f"message must be a MessageIn, got {type(message).__name__}")
+        row = message_row(session_id, message.fields(), self._clock())
         self._admit((session_id,))
-        if not self._sessions.bump_counters(session_id, 1, tool_call_total(tool_calls)):
+        if not self._sessions.bump_counters(session_id, 1, tool_call_total(message.tool_calls)):
             raise SessionNotFoundError(session_id)
         return self._insert(row)
 

@@ -52,6 +52,14 @@ from hermes_store.domain.arguments import (
 from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.domain.records import LineageEntry, ModelUsage, SessionRecord, TopSession
 from hermes_store.domain.titles import clean_title, lineage_base, lineage_number, next_in_lineage
+from hermes_store.domain.usage import (
+    BILLING_LABELS,
+    COST_FIELDS,
+    COST_LABELS,
+    ROUTE_LABELS,
+    TOKEN_COUNTERS,
+    UsageReport,
+)
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
 from hermes_store.repositories import listing as _listing
 from hermes_store.schema import totals
@@ -59,21 +67,6 @@ from hermes_store.schema.tables import FLOAT, messages_table, sessions_table
 
 S = sessions_table
 M = messages_table
-
-TOKEN_COUNTERS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
-COST_FIELDS = ("estimated_cost_usd", "actual_cost_usd")
-COST_LABELS = ("cost_status", "cost_source", "pricing_version")
-"""What the latest usage report says about the cost: given values replace the stored ones."""
-ROUTE_LABELS = ("billing_provider", "billing_base_url", "billing_mode")
-"""Where the session is billed: filled in once, then kept, like ``model`` (the old class's
-``COALESCE(billing_provider, ?)``): one row cannot stand for usage on several providers."""
-BILLING_LABELS = COST_LABELS + ROUTE_LABELS
 
 
 def _p(name: str, type_: Any = None) -> BindParameter[Any]:
@@ -746,26 +739,7 @@ class SessionRepository:
         params = {"p_id": session_id, "p_messages": 0, "p_tool_calls": 0}
         return self._changed(_SET_COUNTERS, params)
 
-    def record_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        model: str | None = None,
-        cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0,
-        reasoning_tokens: int = 0,
-        estimated_cost_usd: float | None = None,
-        actual_cost_usd: float | None = None,
-        cost_status: str | None = None,
-        cost_source: str | None = None,
-        pricing_version: str | None = None,
-        billing_provider: str | None = None,
-        billing_base_url: str | None = None,
-        billing_mode: str | None = None,
-        absolute: bool = False,
-    ) -> None:
+    def record_usage(self, session_id: str, usage: UsageReport, *, absolute: bool = False) -> None:
         """Add a usage report to the token and cost counters, or set them (``absolute``).
 
         As the old class: ``model`` and the route (``billing_provider``,
@@ -780,31 +754,32 @@ class SessionRepository:
         SessionNotFoundError.
         """
         text_arg("session_id", session_id)
-        arguments = locals()
-        usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
+        if not isinstance(usage, UsageReport):
+            raise InvalidInputError(f"usage must be a UsageReport, got {type(usage).__name__}")
+        checked: dict[str, Any] = {"model": text_arg("model", usage.model, optional=True)}
         # Counters only grow: a negative increment would make them disagree with the usage.
         for name in TOKEN_COUNTERS:
-            usage[name] = int_arg(name, arguments[name], minimum=0)
+            checked[name] = int_arg(name, getattr(usage, name), minimum=0)
         for name in COST_FIELDS:
-            usage[name] = number_arg(name, arguments[name], optional=True, minimum=0.0)
+            checked[name] = number_arg(name, getattr(usage, name), optional=True, minimum=0.0)
         for name in BILLING_LABELS:
-            usage[name] = text_arg(name, arguments[name], optional=True)
+            checked[name] = text_arg(name, getattr(usage, name), optional=True)
         if not isinstance(absolute, bool):
             raise InvalidInputError(f"absolute must be a bool, got {type(absolute).__name__}")
-        params = {f"p_{name}": value for name, value in usage.items()}
+        params = {f"p_{name}": value for name, value in checked.items()}
         params["p_id"] = session_id
         if absolute:
             self._require(self._changed(_SET_USAGE, params), session_id)
             return
         for name in TOKEN_COUNTERS:
-            params[f"p_{name}_room"] = INT64_MAX - usage[name]
+            params[f"p_{name}_room"] = INT64_MAX - checked[name]
         params["p_float_max"] = sys.float_info.max
         if self._changed(_ADD_USAGE, params):
             return
         stored = self._r.get.first(self._c, {"p_id": session_id})
         if stored is None:
             raise SessionNotFoundError(session_id)
-        raise _overflow(stored, usage)
+        raise _overflow(stored, checked)
 
     # -- titles ----------------------------------------------------------
     def set_title(self, session_id: str, title: str | None) -> bool:

@@ -6,7 +6,7 @@ logical operation::
 
     with store.write() as uow:
         uow.sessions.create("s1", "cli")
-        uow.messages.append("s1", "user", "hello")  # its counters move with it
+        uow.messages.append("s1", MessageIn("user", "hello"))  # its counters move with it
     # committed here; an exception inside the block rolls everything back
 
 A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.backends.sqlite.engine`;
