@@ -26,6 +26,8 @@ from sqlalchemy.engine import Engine
 
 from hermes_store.domain.arguments import number_arg
 
+READ_URL_ENV = "HERMES_STORE_READ_URL"
+"""The replica the CLI's reading commands read from, when --read-url does not say."""
 DEFAULT_MAX_LAG_S = 5.0
 """Seconds a replica may be behind the primary and still answer reads."""
 DEFAULT_RECHECK_S = 1.0

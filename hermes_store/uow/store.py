@@ -130,6 +130,13 @@ class Store:
             ) from None
         """The database's backend: every dialect decision of this store is its."""
         backend = self.backend
+        self.policy = policy or ContentionPolicy()
+        self.read_route: ReadRoute | None = None
+        """Where read units go when ``read_url`` names a replica (None: all to the primary)."""
+        self._replica_connections: ThreadConnections | None = None
+        self._replica_failures = self._failures
+        if read_url is not None:  # before the file is touched: SQLite refuses it
+            self._open_read_route(read_url, max_replica_lag)
         if self.path is not None:
             backend.check_file(self.path, read_only=read_only)
             if not read_only:
@@ -137,15 +144,8 @@ class Store:
                     backend.make_private(self.path, tighten=False)
                 except OSError as error:
                     raise self._failures.from_os(error) from error
-        self.policy = policy or ContentionPolicy()
         self.engine: Engine = self._engine()
         self._connections = ThreadConnections(self.engine, backend.alive_check())
-        self.read_route: ReadRoute | None = None
-        """Where read units go when ``read_url`` names a replica (None: all to the primary)."""
-        self._replica_connections: ThreadConnections | None = None
-        self._replica_failures = self._failures
-        if read_url is not None:
-            self._open_read_route(read_url, max_replica_lag)
         if self.path is not None and not read_only:  # a replacement is made private, as here
             self._connections.adopting = lambda adopted: backend.make_private(
                 Path(adopted), tighten=True
@@ -179,7 +179,7 @@ class Store:
                 f"read_url names the store itself ({self._failures.where}), not a replica"
             )
         route = self.backend.open_read_route(
-            self.engine,
+            self._engine(),
             replica_url,
             lambda url: _engine_for(url, self.policy, self.durability, True),
             max_replica_lag,
