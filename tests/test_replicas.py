@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL
 
 from hermes_store import InvalidInputError, SessionDB, Store, UnitOfWork
 from hermes_store.aio import AsyncSessionDB, AsyncStore
 from hermes_store.backends import read_route
-from hermes_store.backends.read_route import ReplicaState
+from hermes_store.backends.read_route import ReadRoute, ReplicaReading, ReplicaState
 
 from .standby import REPO, Standby, standby_for
 
@@ -250,3 +250,43 @@ def test_a_read_url_of_another_backend_or_the_store_itself_is_refused(tmp_path: 
     ):
         SessionDB(store=store, read_url=server)
     assert not (tmp_path / "replica.db").exists()
+
+
+def test_the_route_probes_once_per_recheck_and_keeps_reads_after_a_write_on_the_primary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The route's own rules, on a clock the test moves (the probe is a plain function)."""
+    monkeypatch.setattr(read_route, "_last_writes", {})
+    now = [100.0]
+    probes: list[float] = []
+    answer = [ReplicaReading(ReplicaState.OK, 0.0)]
+
+    def measure(bound: float) -> ReplicaReading:
+        probes.append(bound)
+        return answer[0]
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'unused.db'}")
+    route = ReadRoute(engine, measure, primary_key="p", max_lag_s=2.0, clock=lambda: now[0])
+    assert route.use_replica() and route.use_replica()
+    assert probes == [2.0]  # one probe within the recheck
+    route.note_write()
+    now[0] += 1.9
+    assert not route.use_replica()  # its own write, within the bound
+    now[0] += 0.2
+    assert route.use_replica() and len(probes) == 2  # past it: probed again, the replica
+    answer[0] = ReplicaReading(ReplicaState.LAGGING, 9.0)
+    assert route.use_replica()  # the old reading holds until the recheck
+    now[0] += 1.0
+    assert not route.use_replica()
+    answer[0] = ReplicaReading(ReplicaState.OK, 0.0)
+    route.note_down(ConnectionRefusedError("refused"))
+    assert route.reading() == ReplicaReading(ReplicaState.DOWN, None, "refused")
+    assert not route.use_replica()
+    now[0] += 1.0
+    assert route.use_replica()
+    other = ReadRoute(engine, measure, primary_key="p", max_lag_s=2.0, clock=lambda: now[0])
+    route.note_write()  # the same primary's writes count for every route on it
+    assert not other.use_replica()
+    assert not (tmp_path / "unused.db").exists()
+    with pytest.raises(InvalidInputError, match="max_replica_lag must be a number"):
+        ReadRoute(engine, measure, primary_key="p", max_lag_s="5")  # type: ignore[arg-type]
