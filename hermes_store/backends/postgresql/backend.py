@@ -215,7 +215,7 @@ class PostgresqlBackend:
         make_engine: Callable[[URL], Engine],
         max_lag_s: float,
     ) -> ReadRoute:
-        """A streaming replica, its lag measured against the primary (:mod:`.replicas`)."""
+        """A streaming replica, its lag taken against the primary (:mod:`.replicas`)."""
         from hermes_store.backends.postgresql.replicas import measure_replica
         from hermes_store.backends.read_route import ReadRoute
 
