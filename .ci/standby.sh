@@ -31,10 +31,16 @@ case "$action" in
     chown postgres "$dir"
     data="$dir/data"
     if [ ! -f "$data/PG_VERSION" ]; then
-      # -R writes standby.signal and primary_conninfo; -X stream copies the WAL
-      # written during the copy, so the standby starts consistent.
+      # A replication slot of its own keeps on the primary the WAL this standby
+      # has not received yet: the tests stop it while the suite goes on writing,
+      # and without the slot a checkpoint may recycle what it needs to catch up.
+      slot="hermes_standby_$port"
+      as_postgres "$bindir/psql" -h 127.0.0.1 -p "$primary_port" -U postgres -d postgres -qtAc \
+        "SELECT pg_drop_replication_slot('$slot') FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null
+      # -R writes standby.signal, primary_conninfo and primary_slot_name; -X stream
+      # copies the WAL written during the copy, so the standby starts consistent.
       as_postgres "$bindir/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
-        -D "$data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 \
+        -D "$data" -R -X stream -C -S "$slot" -c fast >"$dir/basebackup.log" 2>&1 \
         || { cat "$dir/basebackup.log" >&2; exit 1; }
     fi
     # A hot standby needs max_connections at least the primary's (300). Queries
