@@ -6,7 +6,8 @@
 #
 # The server runs as the `postgres` user (it refuses root) from its own data
 # folder under DIR, listens only on 127.0.0.1, trusts local connections, and
-# has an empty database `hermes_test`, owned by `postgres`, for pytest.
+# has an empty database `hermes_test`, owned by `postgres`, for pytest. It
+# streams its WAL to a hot standby that .ci/standby.sh makes from it.
 # Debian's `postgresql` package is installed first if the binaries are missing.
 set -euo pipefail
 
@@ -40,10 +41,16 @@ case "$action" in
         --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
     fi
+    # A hot standby (.ci/standby.sh) copies this server with pg_basebackup and
+    # streams its WAL: replication connections from loopback are trusted.
+    hba="$data/pg_hba.conf"
+    grep -Eq '^host[[:space:]]+replication[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' "$hba" \
+      || echo "host replication all 127.0.0.1/32 trust" >>"$hba"
     # Tests run many parallel connections (pytest-xdist workers, contention
     # processes); fsync off: a throwaway server needs speed, not durability.
+    # wal_level=replica and WAL senders: the standby's streaming replication.
     as_postgres "$bindir/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c wal_level=replica -c max_wal_senders=10" \
       start >&2 || { cat "$dir/server.log" >&2; exit 1; }
     as_postgres "$bindir/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qtAc \
       "SELECT 1 FROM pg_database WHERE datname = 'hermes_test'" | grep -q 1 \

@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from hermes_store.aio.offload import Offloader
 from hermes_store.aio.shared import LoopWrites
@@ -36,6 +36,9 @@ from hermes_store.errors import InvalidInputError
 from hermes_store.uow import deadline as deadlines
 from hermes_store.uow.appends import append_work
 from hermes_store.uow.store import Store
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -64,6 +67,8 @@ class AsyncSessionDB:
         read_only: bool | None = None,
         clock: Callable[[], float] | None = None,
         shared_commits: bool | None = None,
+        read_url: str | os.PathLike[str] | URL | None = None,
+        max_replica_lag: float | None = None,
         db: SessionDB | None = None,
         max_workers: int = 8,
     ) -> None:
@@ -82,6 +87,8 @@ class AsyncSessionDB:
                 read_only=read_only,
                 clock=clock,
                 shared_commits=shared_commits,
+                read_url=read_url,
+                max_replica_lag=max_replica_lag,
             )
         self.db_path = self._db.db_path
         self._offload = Offloader(max_workers, what=f"AsyncSessionDB({str(self.db_path)!r})")

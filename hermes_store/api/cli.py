@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ from hermes_store.api.cli_table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.read_route import DEFAULT_MAX_LAG_S, READ_URL_ENV
 from hermes_store.errors import (
     SchemaError,
     SessionNotFoundError,
@@ -124,6 +125,22 @@ PATIENCE = arg(
 JSON = arg("--json", dest="as_json", action="store_true", help="Machine output: JSON on stdout.")
 STORE = (DB, URL_, PATIENCE)
 """Where the store is, and how long to wait for its lock: every command but copy and recover."""
+READ_URL = arg(
+    "--read-url",
+    type=store_url,
+    metavar="URL",
+    help="A PostgreSQL replica to read from; the primary answers when it is down or behind "
+    f"[default: ${READ_URL_ENV} (for a server store)]",
+)
+MAX_REPLICA_LAG = arg(
+    "--max-replica-lag",
+    type=non_negative_float,
+    default=DEFAULT_MAX_LAG_S,
+    metavar="SECONDS",
+    help="How far behind the replica may be and still answer.",
+)
+READING = (*STORE, READ_URL, MAX_REPLICA_LAG)
+"""The reading commands': where the store is, and the replica that may answer for it."""
 SESSION_ID = arg("session_id", metavar="ID", help="Session id.")
 
 
@@ -131,6 +148,8 @@ SESSION_ID = arg("session_id", metavar="ID", help="Session id.")
 class Target:
     url: URL
     patience: float | None
+    read_url: str | None = None
+    max_replica_lag: float = DEFAULT_MAX_LAG_S
 
     @property
     def path(self) -> Path | None:
@@ -155,6 +174,25 @@ def _target(db: Path | None, url: str | None, patience: float | None) -> Target:
     return Target(resolved, patience)
 
 
+def _reading_target(
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
+) -> Target:
+    """A reading command's target: the store, and the replica named by --read-url.
+
+    ``$HERMES_STORE_READ_URL`` stands in for --read-url on a server store
+    only: a fleet's environment names its replica once, and a command pointed
+    at a SQLite file (which has none) is not refused for it.
+    """
+    target = _target(db, url, patience)
+    if read_url is None and target.path is None:
+        read_url = os.environ.get(READ_URL_ENV) or None
+    return replace(target, read_url=read_url, max_replica_lag=max_replica_lag)
+
+
 def _open(
     target: Target, *, create: bool = False, migrate: bool = True, read_only: bool = False
 ) -> Store:
@@ -169,7 +207,14 @@ def _open(
             "(run 'hermes-store upgrade' to create one, or pass --db)"
         )
     policy = ContentionPolicy(patience_s=target.patience) if target.patience is not None else None
-    return Store(target.url, policy=policy, migrate=migrate, read_only=read_only)
+    return Store(
+        target.url,
+        policy=policy,
+        migrate=migrate,
+        read_only=read_only,
+        read_url=target.read_url,
+        max_replica_lag=target.max_replica_lag,
+    )
 
 
 @contextmanager
@@ -300,10 +345,12 @@ def sessions(
     db: Path | None,
     url: str | None,
     patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
     as_json: bool,
 ) -> None:
     """Recent conversations, newest first, with a preview of the first user message."""
-    with _reader(_target(db, url, patience)) as sdb:
+    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
         rows = sdb.list_sessions_rich(
             source=source,
             exclude_sources=exclude_source,
@@ -326,10 +373,12 @@ def show_(
     db: Path | None,
     url: str | None,
     patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
     as_json: bool,
 ) -> None:
     """A session and all its messages."""
-    with _reader(_target(db, url, patience)) as sdb:
+    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
         exported = sdb.export_session(session_id)
     if exported is None:
         raise SessionNotFoundError(session_id)
@@ -345,10 +394,12 @@ def lineage(
     db: Path | None,
     url: str | None,
     patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
     as_json: bool,
 ) -> None:
     """The sessions a session was split from, and those split off it, as a tree."""
-    with _reader(_target(db, url, patience)) as sdb:
+    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
         ancestors = sdb.get_ancestors(session_id)
         descendants = sdb.get_descendants(session_id) if ancestors else []
     if not ancestors:
@@ -376,10 +427,12 @@ def search(
     db: Path | None,
     url: str | None,
     patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
     as_json: bool,
 ) -> None:
     """Full-text search across every session's messages, best match first."""
-    with _reader(_target(db, url, patience)) as sdb:
+    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
         hits = sdb.search_messages(
             query,
             source_filter=source or None,
@@ -397,10 +450,17 @@ def search(
 
 
 def stats(
-    *, top: int, db: Path | None, url: str | None, patience: float | None, as_json: bool
+    *,
+    top: int,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
+    as_json: bool,
 ) -> None:
     """Token totals and cost by model, and the sessions that used the most tokens."""
-    with _reader(_target(db, url, patience)) as sdb:
+    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
         result: dict[str, Any] = {
             "sessions": sdb.session_count(),
             "messages": sdb.message_count(),
@@ -470,6 +530,8 @@ def export(
     db: Path | None,
     url: str | None,
     patience: float | None,
+    read_url: str | None,
+    max_replica_lag: float,
 ) -> None:
     """Write sessions with their messages as JSON lines, one session per line."""
     if session_id is not None and source is not None:
@@ -478,7 +540,7 @@ def export(
     to_stdout = target is None
     if target is not None and not target.parent.is_dir():
         raise CliError(f"no such directory: {target.parent}")
-    with _reader(_target(db, url, patience)) as sdb:
+    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
         if session_id is not None:
             record = sdb.export_session(session_id)
             if record is None:
@@ -924,12 +986,12 @@ COMMANDS = (
                 help="List a compressed conversation under its newest continuation "
                 "(--no-tips: as its first session).",
             ),
-            *STORE,
+            *READING,
             JSON,
         ),
     ),
-    Command("show", show_, (SESSION_ID, *STORE, JSON)),
-    Command("lineage", lineage, (SESSION_ID, *STORE, JSON)),
+    Command("show", show_, (SESSION_ID, *READING, JSON)),
+    Command("lineage", lineage, (SESSION_ID, *READING, JSON)),
     Command(
         "search",
         search,
@@ -944,7 +1006,7 @@ COMMANDS = (
             _repeatable("--role", "Only this role (repeatable)."),
             arg("--limit", type=non_negative_int, default=20, metavar="N", help="How many hits."),
             OFFSET,
-            *STORE,
+            *READING,
             JSON,
         ),
     ),
@@ -959,7 +1021,7 @@ COMMANDS = (
                 metavar="N",
                 help="How many top sessions by tokens.",
             ),
-            *STORE,
+            *READING,
             JSON,
         ),
     ),
@@ -982,7 +1044,7 @@ COMMANDS = (
                 help="JSONL file to write [default: stdout]",
             ),
             _source("Only sessions of this source."),
-            *STORE,
+            *READING,
         ),
     ),
     Command(

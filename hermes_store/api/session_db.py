@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.read_route import DEFAULT_MAX_LAG_S
 from hermes_store.domain.arguments import text_arg
 from hermes_store.domain.messages import JSON_FIELDS, MessageIn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
@@ -27,6 +28,9 @@ from hermes_store.errors import InvalidInputError, StoreAccessError
 from hermes_store.uow.appends import append_work
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 JSON_MESSAGE_FIELDS = JSON_FIELDS
 
@@ -48,7 +52,9 @@ class SessionDB:
     every write method then raises :class:`~hermes_store.errors.ReadOnlyStoreError`.
     ``clock`` says what "now" is for the times written (a test's clock).
     ``shared_commits=True`` lets this process's concurrent writers share
-    commits (see :mod:`hermes_store.uow.group`).
+    commits (see :mod:`hermes_store.uow.group`). ``read_url`` and
+    ``max_replica_lag`` send the reading methods to a PostgreSQL replica, as
+    :class:`~hermes_store.uow.store.Store` describes.
     """
 
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
@@ -63,6 +69,8 @@ class SessionDB:
         read_only: bool | None = None,
         clock: Callable[[], float] | None = None,
         shared_commits: bool | None = None,
+        read_url: str | os.PathLike[str] | URL | None = None,
+        max_replica_lag: float | None = None,
     ) -> None:
         if store is not None and db_path is not None:
             raise InvalidInputError("pass either db_path or store, not both")
@@ -72,11 +80,13 @@ class SessionDB:
             or read_only is not None
             or clock is not None
             or shared_commits is not None
+            or read_url is not None
+            or max_replica_lag is not None
         ):
             # Silently ignoring them would run a store on settings the caller did not ask for.
             raise InvalidInputError(
-                "policy, durability, read_only and clock are the store's (so is shared_commits): "
-                "pass them to Store(), not with store="
+                "policy, durability, read_only and clock are the store's (so are shared_commits, "
+                "read_url and max_replica_lag): pass them to Store(), not with store="
             )
         try:
             self._store = store or Store(
@@ -86,6 +96,8 @@ class SessionDB:
                 read_only=False if read_only is None else read_only,
                 clock=time.time if clock is None else clock,
                 shared_commits=bool(shared_commits),
+                read_url=read_url,
+                max_replica_lag=DEFAULT_MAX_LAG_S if max_replica_lag is None else max_replica_lag,
             )
         except StoreAccessError as error:
             if read_only:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from hermes_store.backends.durability import Durability
     from hermes_store.backends.layout import Layout, LayoutCell
     from hermes_store.backends.policy import ContentionPolicy
+    from hermes_store.backends.read_route import ReadRoute
     from hermes_store.errors import StoreError
     from hermes_store.schema.state import SchemaState
     from hermes_store.uow.failures import Failures
@@ -269,3 +270,13 @@ class Backend(Protocol):
 
     def health(self, connection: Connection, layout: Layout) -> Health:
         """The checks and repairs of ``connection``'s database."""
+
+    def open_read_route(
+        self,
+        primary: Engine,
+        replica_url: URL,
+        make_engine: Callable[[URL], Engine],
+        max_lag_s: float,
+    ) -> ReadRoute:
+        """The route of read units to the replica at ``replica_url`` (InvalidInputError where
+        this backend has no replicas, before ``make_engine`` makes anything)."""

@@ -26,6 +26,7 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.layout import STANDARD, Layout, LayoutCell
 from hermes_store.backends.location import resolve_url, sqlite_file
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.backends.read_route import DEFAULT_MAX_LAG_S, ReadRoute
 from hermes_store.domain.arguments import number_arg
 from hermes_store.errors import (
     InvalidInputError,
@@ -44,7 +45,7 @@ from hermes_store.uow import forking
 from hermes_store.uow.connections import ThreadConnections
 from hermes_store.uow.failures import Failures, missing_driver
 from hermes_store.uow.group import SharedCommits
-from hermes_store.uow.unit import UnitOfWork
+from hermes_store.uow.unit import Fallback, UnitOfWork
 
 _T = TypeVar("_T")
 
@@ -78,6 +79,14 @@ class Store:
     the CLI's reading commands): the file is opened read-only, never created,
     migrated, adopted or tightened, works in a folder this process cannot
     write, and never takes the write lock; :meth:`write` is refused.
+
+    ``read_url`` (PostgreSQL) names a streaming replica of the database:
+    :meth:`read` units go to it while it is up and at most
+    ``max_replica_lag`` seconds behind, and not within that many seconds of
+    this process's own last write there (read-your-writes); otherwise, and
+    whenever it cannot be reached, they go to the primary, without an error
+    (see :mod:`hermes_store.backends.read_route`). Writes always go to the
+    primary. A SQLite store refuses ``read_url``.
     """
 
     def __init__(
@@ -90,9 +99,12 @@ class Store:
         read_only: bool = False,
         clock: Callable[[], float] = time.time,
         shared_commits: bool = False,
+        read_url: str | os.PathLike[str] | URL | None = None,
+        max_replica_lag: float = DEFAULT_MAX_LAG_S,
     ) -> None:
         # Checked before anything is touched: a wrong value creates no file.
         self.durability = Durability.of(durability)
+        max_replica_lag = number_arg("max_replica_lag", max_replica_lag, minimum=0.0)
         if not isinstance(read_only, bool):
             raise InvalidInputError(f"read_only must be a bool, got {type(read_only).__name__}")
         self.read_only = read_only
@@ -118,6 +130,13 @@ class Store:
             ) from None
         """The database's backend: every dialect decision of this store is its."""
         backend = self.backend
+        self.policy = policy or ContentionPolicy()
+        self.read_route: ReadRoute | None = None
+        """Where read units go when ``read_url`` names a replica (None: all to the primary)."""
+        self._replica_connections: ThreadConnections | None = None
+        self._replica_failures = self._failures
+        if read_url is not None:  # before the file is touched: SQLite refuses it
+            self._open_read_route(read_url, max_replica_lag)
         if self.path is not None:
             backend.check_file(self.path, read_only=read_only)
             if not read_only:
@@ -125,7 +144,6 @@ class Store:
                     backend.make_private(self.path, tighten=False)
                 except OSError as error:
                     raise self._failures.from_os(error) from error
-        self.policy = policy or ContentionPolicy()
         self.engine: Engine = self._engine()
         self._connections = ThreadConnections(self.engine, backend.alive_check())
         if self.path is not None and not read_only:  # a replacement is made private, as here
@@ -144,6 +162,33 @@ class Store:
                 self._where(),
                 self._failures.translate,
             )
+
+    def _open_read_route(
+        self, read_url: str | os.PathLike[str] | URL, max_replica_lag: float
+    ) -> None:
+        """The replica's route and connections; its engine is made only where it may be used."""
+        replica_url = resolve_url(read_url)
+        if replica_url.get_backend_name() != self.url.get_backend_name():
+            raise InvalidInputError(
+                f"read_url is a {replica_url.get_backend_name()} URL, the store "
+                f"{self._failures.where} a {self.url.get_backend_name()} one: a replica is a "
+                "copy of the same database"
+            )
+        if replica_url == self.url:
+            raise InvalidInputError(
+                f"read_url names the store itself ({self._failures.where}), not a replica"
+            )
+        route = self.backend.open_read_route(
+            self._engine(),
+            replica_url,
+            lambda url: _engine_for(url, self.policy, self.durability, True),
+            max_replica_lag,
+        )
+        connections = ThreadConnections(route.engine, self.backend.alive_check())
+        forking.watch(route.engine, connections)
+        self.read_route = route
+        self._replica_connections = connections
+        self._replica_failures = Failures.of(replica_url)
 
     def _engine(self) -> Engine:
         try:
@@ -276,7 +321,23 @@ class Store:
         return self.layout.ladder
 
     def read(self) -> UnitOfWork:
-        """A unit of work that only reads: one snapshot, no write lock."""
+        """A unit of work that only reads: one snapshot, no write lock.
+
+        With a replica (``read_url``), on the replica when the route allows it
+        (see the class docstring); else, and when it cannot begin there, on
+        the primary.
+        """
+        route = self.read_route
+        replica = self._replica_connections
+        if route is not None and replica is not None and route.use_replica():
+            return UnitOfWork(
+                replica,
+                write=False,
+                layouts=self._layouts,
+                failures=self._replica_failures,
+                clock=self.clock,
+                fallback=Fallback(self._connections, self._failures, route.note_down),
+            )
         return UnitOfWork(
             self._connections,
             write=False,
@@ -304,6 +365,7 @@ class Store:
             layouts=self._layouts,
             failures=self._failures,
             clock=self.clock,
+            after_commit=None if self.read_route is None else self.read_route.note_write,
         )
 
     def transact(self, work: Callable[[UnitOfWork], _T], *, patience_s: float | None = None) -> _T:
@@ -345,6 +407,9 @@ class Store:
         """
         self._connections.close_all()
         self.engine.pool.dispose()
+        if self._replica_connections is not None and self.read_route is not None:
+            self._replica_connections.close_all()
+            self.read_route.close()
 
     def __enter__(self) -> Store:
         return self

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -76,6 +77,20 @@ def load_repositories() -> None:
     import hermes_store.repositories.sessions  # noqa: F401
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """Where a read unit meant for a replica begins instead when the replica fails it.
+
+    Only the beginning falls back (the connect, the first statement's
+    transaction): a replica that fails in the middle of a unit fails that
+    unit, as a primary would; the route has marked it down for the next.
+    """
+
+    connections: ThreadConnections
+    failures: Failures
+    on_fallback: Callable[[BaseException], None]
+
+
 class UnitOfWork:
     """Owns one transaction; exposes ``sessions``, ``messages`` and ``search``.
 
@@ -100,8 +115,12 @@ class UnitOfWork:
         layouts: LayoutCell | None = None,
         failures: Failures,
         clock: Callable[[], float] = time.time,
+        fallback: Fallback | None = None,
+        after_commit: Callable[[], None] | None = None,
     ) -> None:
         self._connections = connections
+        self._fallback = fallback
+        self._after_commit = after_commit
         self._clock = clock
         self._failures = failures
         self._write = write
@@ -172,6 +191,18 @@ class UnitOfWork:
         return self._orm
 
     def __enter__(self) -> UnitOfWork:
+        fallback = self._fallback
+        if fallback is None:
+            return self._open()
+        self._fallback = None
+        try:
+            return self._open()
+        except Exception as error:  # the replica is down: the primary answers instead
+            fallback.on_fallback(error)
+            self._connections, self._failures = fallback.connections, fallback.failures
+            return self._open()
+
+    def _open(self) -> UnitOfWork:
         try:
             connection, self._kept = self._connections.acquire()
         except Exception as error:  # the connect itself: a missing, damaged or read-only file
@@ -263,6 +294,8 @@ class UnitOfWork:
                 except BaseException as error:
                     self._rollback_after(error)  # a failed COMMIT may leave the transaction open
                     self._raise_named(error)
+                if self._after_commit is not None:
+                    self._after_commit()
             else:
                 self._rollback_after(exc)
                 named = self._failures.translate(exc)

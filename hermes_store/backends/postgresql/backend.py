@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from hermes_store.backends.durability import Durability
     from hermes_store.backends.layout import Layout, LayoutCell
     from hermes_store.backends.policy import ContentionPolicy
+    from hermes_store.backends.read_route import ReadRoute
     from hermes_store.errors import StoreError
     from hermes_store.schema.state import SchemaState
     from hermes_store.uow.failures import Failures
@@ -206,6 +207,25 @@ class PostgresqlBackend:
         from hermes_store.backends.postgresql.health import PostgresqlHealth
 
         return PostgresqlHealth(connection)
+
+    def open_read_route(
+        self,
+        primary: Engine,
+        replica_url: URL,
+        make_engine: Callable[[URL], Engine],
+        max_lag_s: float,
+    ) -> ReadRoute:
+        """A streaming replica, its lag taken against the primary (:mod:`.replicas`)."""
+        from hermes_store.backends.postgresql.replicas import measure_replica
+        from hermes_store.backends.read_route import ReadRoute
+
+        replica = make_engine(replica_url)
+        return ReadRoute(
+            replica,
+            lambda bound: measure_replica(primary, replica, bound),
+            primary_key=primary.url.render_as_string(hide_password=False),
+            max_lag_s=max_lag_s,
+        )
 
 
 @cache

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hermes_store.backends.durability import Durability
     from hermes_store.backends.layout import Layout, LayoutCell
     from hermes_store.backends.policy import ContentionPolicy
+    from hermes_store.backends.read_route import ReadRoute
     from hermes_store.errors import StoreError
     from hermes_store.schema.state import SchemaState
     from hermes_store.uow.failures import Failures
@@ -262,6 +263,22 @@ class SqliteBackend:
         from hermes_store.backends.sqlite.health import SqliteHealth
 
         return SqliteHealth(connection, layout)
+
+    def open_read_route(
+        self,
+        primary: Engine,
+        replica_url: URL,
+        make_engine: Callable[[URL], Engine],
+        max_lag_s: float,
+    ) -> ReadRoute:
+        """Refused: a SQLite file has no streaming replicas (readers share the file itself)."""
+        from hermes_store.errors import InvalidInputError
+
+        raise InvalidInputError(
+            f"read_url={replica_url.render_as_string(hide_password=True)!r}: a SQLite store has "
+            "no read replicas (its readers share the file, and never wait for its writer); "
+            "read_url is for PostgreSQL"
+        )
 
 
 @cache
