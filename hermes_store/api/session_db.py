@@ -20,10 +20,12 @@ from typing import Any
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import text_arg
+from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS
 from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
 from hermes_store.domain.query_syntax import sanitize_fts5_query
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.errors import InvalidInputError, StoreAccessError
+from hermes_store.uow import upkeep
 from hermes_store.uow.combined import Combinable
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
@@ -359,10 +361,34 @@ class SessionDB:
         """
         return self._store.transact(lambda uow: uow.messages.append_many(session_id, messages))
 
-    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Every message of the session in order, JSON fields decoded."""
+    def get_messages(
+        self, session_id: str, limit: int | None = None, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """The session's messages in order, JSON fields decoded; a page with ``limit``/``offset``.
+
+        ``limit=None`` reads every message from ``offset`` on; the order
+        (timestamp, then id) is the same with or without a page.
+        """
+        if limit is None and offset == 0:
+            with self._store.read() as uow:
+                return uow.messages.for_session_as_dicts(session_id)
+        from hermes_store.repositories import paging
+
         with self._store.read() as uow:
-            return uow.messages.for_session_as_dicts(session_id)
+            return paging.page(uow.connection, uow.layout, session_id, limit, offset)
+
+    def get_messages_around(
+        self, message_id: int, before: int = 5, after: int = 5
+    ) -> list[dict[str, Any]]:
+        """A search hit in its surroundings: up to ``before`` and ``after`` messages of its session.
+
+        In conversation order, the message itself included; an id naming no
+        message gives an empty list.
+        """
+        from hermes_store.repositories import paging
+
+        with self._store.read() as uow:
+            return paging.around(uow.connection, uow.layout, message_id, before, after)
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """The session as OpenAI-format messages, for replaying it to a model.
@@ -441,6 +467,8 @@ class SessionDB:
         offset: int = 0,
         include_children: bool = False,
         project_compression_tips: bool = True,
+        include_archived: bool = False,
+        include_pinned: bool = False,
     ) -> list[dict[str, Any]]:
         """Sessions newest first, one entry per conversation, with ``preview`` and ``last_active``.
 
@@ -453,6 +481,9 @@ class SessionDB:
         ``project_compression_tips=False`` for the raw root rows. ``preview``
         is the first user message on one line, 60 characters and ``...``
         when longer. Each row also has every column of ``sessions``.
+        Archived sessions are hidden unless ``include_archived``;
+        ``include_pinned`` adds to the first page (``offset=0``) the pinned
+        sessions it does not hold, after its ``limit`` rows.
         """
         with self._store.read() as uow:
             return uow.sessions.listing(
@@ -462,6 +493,8 @@ class SessionDB:
                 offset=offset,
                 include_children=include_children,
                 project_compression_tips=project_compression_tips,
+                include_archived=include_archived,
+                include_pinned=include_pinned,
             )
 
     def get_compression_tip(self, session_id: str) -> str:
@@ -476,10 +509,54 @@ class SessionDB:
         with self._store.read() as uow:
             return uow.sessions.compression_tip(session_id)
 
-    def session_count(self, source: str | None = None) -> int:
-        """How many sessions the store holds (of one source, or all)."""
+    def session_count(self, source: str | None = None, include_archived: bool = False) -> int:
+        """How many sessions the store holds (of one source, or all); archived ones if asked."""
         with self._store.read() as uow:
-            return uow.sessions.count(source)
+            return uow.sessions.count(source, include_archived)
+
+    def session_count_ge(
+        self, n: int, source: str | None = None, include_archived: bool = False
+    ) -> bool:
+        """Whether the store holds at least ``n`` sessions; reads no more than ``n`` entries."""
+        with self._store.read() as uow:
+            return uow.sessions.count_at_least(n, source, include_archived)
+
+    def search_sessions_by_id(
+        self, query: str, limit: int = 20, include_archived: bool = True
+    ) -> list[dict[str, Any]]:
+        """Sessions by what a person typed of their id: exact, then prefix, then substring.
+
+        Newest first within each kind; each a session dict as
+        :meth:`get_session` gives. ``%``, ``_`` and ``\\`` are literal.
+        """
+        with self._store.read() as uow:
+            ids = uow.keeping.search_by_id(query, limit, include_archived)
+            found = [uow.sessions.get(session_id) for session_id in ids]
+        return [session.as_dict() for session in found if session is not None]
+
+    # ------------------------------------------------------------------
+    # Archive and pin
+    # ------------------------------------------------------------------
+    def set_session_archived(self, session_id: str, archived: bool = True) -> bool:
+        """Archive (hide from listings and counts) or restore a session and its compression chain.
+
+        Nothing is deleted. True once done; an unknown id is
+        SessionNotFoundError; a file without the flags (the agent's schema
+        before 25) is SchemaError.
+        """
+        self._store.transact(lambda uow: uow.keeping.set_archived(session_id, archived))
+        return True
+
+    def set_session_pinned(self, session_id: str, pinned: bool = True) -> bool:
+        """Pin (keep: listed with ``include_pinned``, spared by pruning and stale archiving)."""
+        self._store.transact(lambda uow: uow.keeping.set_pinned(session_id, pinned))
+        return True
+
+    def archive_stale_sessions(self, idle_days: float, *, exclude_pinned: bool = True) -> int:
+        """Archive every conversation idle ``idle_days`` or more; how many sessions changed."""
+        return self._store.transact(
+            lambda uow: uow.keeping.archive_stale(idle_days, exclude_pinned=exclude_pinned)
+        )
 
     def get_ancestors(self, session_id: str) -> list[dict[str, Any]]:
         """The session, then its parent, grandparent, ...
@@ -549,3 +626,60 @@ class SessionDB:
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""
         return self._store.transact(lambda uow: uow.sessions.delete(session_id))
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> int:
+        """Delete many sessions in one transaction (all or none); how many existed."""
+        return self._store.transact(lambda uow: uow.keeping.delete_sessions(session_ids))
+
+    def count_empty_sessions(
+        self, grace_seconds: float = EMPTY_GRACE_SECONDS, current_session_id: str | None = None
+    ) -> int:
+        """Sessions with no messages, older than ``grace_seconds``, not archived nor pinned.
+
+        ``current_session_id``: the session in use, never counted.
+        """
+        with self._store.read() as uow:
+            return uow.keeping.count_empty(grace_seconds, current_session_id)
+
+    def delete_empty_sessions(
+        self, grace_seconds: float = EMPTY_GRACE_SECONDS, current_session_id: str | None = None
+    ) -> int:
+        """Delete what :meth:`count_empty_sessions` counts, in one transaction; how many went."""
+        return self._store.transact(
+            lambda uow: uow.keeping.delete_empty(grace_seconds, current_session_id)
+        )
+
+    # ------------------------------------------------------------------
+    # Store metadata and upkeep
+    # ------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """The value under ``key`` in ``state_meta`` (shared with the agent), or None."""
+        with self._store.read() as uow:
+            return uow.meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in ``state_meta``."""
+        self._store.transact(lambda uow: uow.meta.set(key, value))
+
+    def vacuum(self) -> None:
+        """Give deleted rows' space back (SQLite VACUUM, PostgreSQL VACUUM ANALYZE).
+
+        It holds the write lock while it runs: call it when the agent is idle.
+        """
+        upkeep.vacuum(self._store)
+
+    def maybe_auto_prune_and_vacuum(
+        self,
+        retention_days: float = 90,
+        min_interval_hours: float = 24,
+        vacuum: bool = True,
+        min_vacuum_interval_days: float = 30,
+    ) -> dict[str, Any]:
+        """Prune by age at most every ``min_interval_hours``; vacuum when due (see :mod:`.upkeep`).
+
+        Returns ``{"skipped", "pruned", "vacuumed"}`` (and ``"error"`` when
+        the vacuum failed: it is tried again at the next call).
+        """
+        return upkeep.maybe_auto_prune_and_vacuum(
+            self._store, retention_days, min_interval_hours, vacuum, min_vacuum_interval_days
+        )

@@ -259,3 +259,6 @@ class Backend(Protocol):
 
     def health(self, connection: Connection, layout: Layout) -> Health:
         """The checks and repairs of ``connection``'s database."""
+
+    def vacuum(self, engine: Engine, patience_s: float) -> None:
+        """Give the space of deleted rows back (outside any transaction of the store's)."""

@@ -42,7 +42,13 @@ from sqlalchemy.sql.elements import BindParameter, TextClause
 from hermes_store.backends import backend_of
 from hermes_store.backends.base import Backend
 from hermes_store.repositories.shapes import session_columns, sessions_from, shadowed
-from hermes_store.schema.layout import ROOTS_LISTING_INDEX, ROOTS_SOURCE_LISTING_INDEX, Layout
+from hermes_store.schema.layout import (
+    LIVE_ROOTS_LISTING_INDEX,
+    LIVE_ROOTS_SOURCE_LISTING_INDEX,
+    ROOTS_LISTING_INDEX,
+    ROOTS_SOURCE_LISTING_INDEX,
+    Layout,
+)
 
 FULL_LISTING_INDEX = "idx_sessions_listing"
 """Revision 0010's index of every session in the listing's order (there wherever 0011's are)."""
@@ -160,6 +166,11 @@ LINEAGE_ROOT_KEY = "_lineage_root_id"
 # by source and id; by id within one source), so a page holds the same rows as before.
 _ROOTS_INDEXED = "s.parent_session_id IS NULL"
 _ROOTS_INDEX = {False: ROOTS_LISTING_INDEX, True: ROOTS_SOURCE_LISTING_INDEX}
+# Archived sessions left out (the default): revision 0016's partial indexes hold only the
+# roots not archived, so the walk skips an OFFSET without reading a row, as above.
+_LIVE_ROOTS_INDEXED = "s.parent_session_id IS NULL AND s.archived = 0"
+_LIVE_ROOTS_INDEX = {False: LIVE_ROOTS_LISTING_INDEX, True: LIVE_ROOTS_SOURCE_LISTING_INDEX}
+_NOT_ARCHIVED = "s.archived = 0"
 
 
 # The page in the order of the full listing index (revision 0010), ties included, whatever
@@ -181,6 +192,7 @@ def _page_statement(
     by_source: bool,
     excluding: bool,
     from_oldest: bool = False,
+    live_only: bool = False,
 ) -> TextClause:
     """The page of listed sessions, newest start first, for one combination of filters.
 
@@ -188,15 +200,21 @@ def _page_statement(
     last activity: a filter that the planner answers from an index and a
     sort (one source of many) then sorts ids, not correlated subqueries.
     ``from_oldest``: every session, the page counted from the other end (see :func:`page`).
+    ``live_only``: archived sessions left out (the file has the flags).
     """
     conditions = []
     params = list(_PREVIEW_PARAMS)
     walked = "sessions s"
-    if roots_only and backend.names_indexes and layout.roots_listing:
+    if roots_only and live_only and backend.names_indexes and layout.live_listing:
+        walked = f"sessions s INDEXED BY {_LIVE_ROOTS_INDEX[by_source]}"
+        conditions.append(_LIVE_ROOTS_INDEXED)
+    elif roots_only and backend.names_indexes and layout.roots_listing:
         walked = f"sessions s INDEXED BY {_ROOTS_INDEX[by_source]}"
         conditions.append(_ROOTS_INDEXED)
     elif roots_only:
         conditions.append(backend.roots_only_condition())
+    if live_only and not (roots_only and backend.names_indexes and layout.live_listing):
+        conditions.append(_NOT_ARCHIVED)
     if by_source:
         conditions.append("s.source = :p_source")
         params.append(bindparam("p_source", type_=Text))
@@ -247,6 +265,7 @@ def page(
     limit: int,
     offset: int,
     include_children: bool,
+    include_archived: bool = True,
 ) -> list[dict[str, Any]]:
     """One page of listed sessions (previews finished), before any projection.
 
@@ -259,7 +278,8 @@ def page(
     """
     backend = backend_of(connection)
     requested = (limit, offset)
-    everything = include_children and source is None and not exclude_sources
+    live_only = not include_archived and layout.keeps_flags
+    everything = include_children and source is None and not exclude_sources and not live_only
     from_oldest = False
     if everything and backend.names_indexes and layout.roots_listing and offset > 0:
         total = int(connection.execute(_SESSION_COUNT).scalar_one())
@@ -274,18 +294,20 @@ def page(
     if exclude_sources:
         params["p_excluded"] = list(exclude_sources)
     filters = (not include_children, source is not None, bool(exclude_sources))
-    statement = _page_statement(layout, backend, *filters, from_oldest)
+    statement = _page_statement(layout, backend, *filters, from_oldest, live_only)
     try:
         rows = connection.execute(statement, params).mappings().all()
     except OperationalError as error:
         # A file at our head is trusted to have its indexes; one dropped by hand makes the
         # named walk a prepare error, which leaves the transaction as it was: walk unnamed.
-        if not layout.roots_listing or "no such index" not in str(error.orig):
+        if not (layout.roots_listing or layout.live_listing) or "no such index" not in str(
+            error.orig
+        ):
             raise
-        unnamed = replace(layout, roots_listing=False)
+        unnamed = replace(layout, roots_listing=False, live_listing=False)
         if from_oldest:  # the same page counted from the newest end, as the planner likes
             params["p_limit"], params["p_offset"] = requested
-        statement = _page_statement(unnamed, backend, *filters)
+        statement = _page_statement(unnamed, backend, *filters, live_only=live_only)
         rows = connection.execute(statement, params).mappings().all()
     return [_finished(row) for row in rows]
 
@@ -325,3 +347,70 @@ def project(
 def compression_roots(listed: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ids of the listed rows that ended by compression (candidates for a tip)."""
     return [row["id"] for row in listed if row.get("end_reason") == COMPRESSION]
+
+
+# The pinned sessions a first page adds: the listing's filters, pinned, newest first.
+_PINNED = """
+    SELECT {columns}
+    FROM {sessions}
+    JOIN (SELECT s.id FROM sessions s WHERE {where} ORDER BY s.started_at DESC LIMIT :p_cap) kept
+      ON kept.id = s.id
+    ORDER BY {order}
+"""
+PINNED_CAP = 200
+"""At most this many pinned sessions are added to a first page (a sidebar, not an export)."""
+
+
+@lru_cache(maxsize=32)
+def _pinned_statement(
+    layout: Layout,
+    backend: Backend,
+    roots_only: bool,
+    by_source: bool,
+    excluding: bool,
+    live_only: bool,
+) -> TextClause:
+    conditions = ["s.pinned <> 0"]
+    params = list(_PREVIEW_PARAMS)
+    if roots_only:
+        conditions.append("s.parent_session_id IS NULL")
+    if live_only:
+        conditions.append(_NOT_ARCHIVED)
+    if by_source:
+        conditions.append("s.source = :p_source")
+        params.append(bindparam("p_source", type_=Text))
+    if excluding:
+        conditions.append("s.source NOT IN :p_excluded")
+        params.append(bindparam("p_excluded", expanding=True))
+    sql = _PINNED.format(
+        columns=_listed_columns(layout),
+        sessions=sessions_from(layout),
+        where=" AND ".join(conditions),
+        order=backend.page_order(),
+    )
+    return text(shadowed(sql, layout)).bindparams(*params)
+
+
+def pinned(
+    connection: Connection,
+    layout: Layout,
+    *,
+    source: str | None,
+    exclude_sources: Sequence[str],
+    include_children: bool,
+    include_archived: bool,
+) -> list[dict[str, Any]]:
+    """The pinned sessions the listing's filters admit (previews finished), newest first."""
+    if not layout.keeps_flags:
+        return []
+    backend = backend_of(connection)
+    live_only = not include_archived
+    params: dict[str, Any] = {**_NEWLINES, "p_cap": PINNED_CAP}
+    if source is not None:
+        params["p_source"] = source
+    if exclude_sources:
+        params["p_excluded"] = list(exclude_sources)
+    statement = _pinned_statement(
+        layout, backend, not include_children, source is not None, bool(exclude_sources), live_only
+    )
+    return [_finished(row) for row in connection.execute(statement, params).mappings()]

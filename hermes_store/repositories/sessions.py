@@ -331,18 +331,24 @@ def prompt_hash(prompt: str) -> str:
 
 
 _COUNT = "SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source)"
+_COUNT_ARCHIVED = _sourced(
+    "SELECT COUNT(*) FROM sessions WHERE archived <> 0 "
+    "AND (:p_source IS NULL OR source = :p_source)"
+)
+_AT_LEAST = _sourced(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM sessions "
+    "WHERE (:p_source IS NULL OR source = :p_source) LIMIT :p_n) found"
+)
+_AT_LEAST_LIVE = _sourced(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM sessions "
+    "WHERE archived = 0 AND (:p_source IS NULL OR source = :p_source) LIMIT :p_n) found"
+)
 
-# Prune: ended sessions started before the cutoff, optionally of one source.
+# Prune: ended sessions started before the cutoff, optionally of one source; where the
+# file has the agent's flags (revision 0016), never a pinned one.
 _PRUNABLE = (
     "ended_at IS NOT NULL AND started_at < :p_cutoff AND (:p_source IS NULL OR source = :p_source)"
 )
-# Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable sessions
-# oldest first with their stored message counts; a batch deletes those of
-# its ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
-_PRUNE_PLAN = _sourced(
-    f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
-)
-_BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
 
 
 # What deleting a session's messages costs scales with their text (each FTS index
@@ -351,20 +357,45 @@ def _batch(sql: str) -> Any:
     return _sourced(sql).bindparams(bindparam("p_ids", expanding=True))
 
 
-_PRUNE_BATCH = (
-    _batch(
-        f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({_BATCH_DOOMED})"
-    ),
-    _batch(f"DELETE FROM messages WHERE session_id IN ({_BATCH_DOOMED})"),
-)
-_PRUNE_BATCH_SESSIONS = _batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}")
-# A session too big for one batch is emptied a slice at a time first (oldest messages
-# first), its counters following each slice, while it is still prunable.
-_TRIM_SLICE = _sourced(
-    "SELECT m.id, m.tool_calls FROM messages m WHERE m.session_id = :p_id "
-    f"AND EXISTS (SELECT 1 FROM sessions WHERE id = :p_id AND {_PRUNABLE}) "
-    "ORDER BY m.id LIMIT :p_limit"
-)
+@dataclass(frozen=True)
+class _PruneStatements:
+    """Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable
+    sessions oldest first with their stored message counts; a batch deletes those of its
+    ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
+    A session too big for one batch is emptied a slice at a time first (oldest messages
+    first), its counters following each slice, while it is still prunable."""
+
+    plan: Any
+    batch: tuple[Any, ...]
+    batch_sessions: Any
+    trim_slice: Any
+
+
+@lru_cache(maxsize=2)
+def _prune_statements(spares_pinned: bool) -> _PruneStatements:
+    prunable = _PRUNABLE + (" AND pinned = 0" if spares_pinned else "")
+    doomed = f"SELECT id FROM sessions WHERE id IN :p_ids AND {prunable}"
+    return _PruneStatements(
+        plan=_sourced(
+            "SELECT id, COALESCE(message_count, 0) FROM sessions "
+            f"WHERE {prunable} ORDER BY started_at, id"
+        ),
+        batch=(
+            _batch(
+                "UPDATE sessions SET parent_session_id = NULL "
+                f"WHERE parent_session_id IN ({doomed})"
+            ),
+            _batch(f"DELETE FROM messages WHERE session_id IN ({doomed})"),
+        ),
+        batch_sessions=_batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {prunable}"),
+        trim_slice=_sourced(
+            "SELECT m.id, m.tool_calls FROM messages m WHERE m.session_id = :p_id "
+            f"AND EXISTS (SELECT 1 FROM sessions WHERE id = :p_id AND {prunable}) "
+            "ORDER BY m.id LIMIT :p_limit"
+        ),
+    )
+
+
 _DELETE_MESSAGE_IDS = text("DELETE FROM messages WHERE id IN :p_ids").bindparams(
     bindparam("p_ids", expanding=True)
 )
@@ -462,6 +493,7 @@ class SessionRepository:
         self._layout = layout
         self._clock = clock
         self._r = _STANDARD_READS if layout is STANDARD else _reads_for(layout)
+        self._prunes = _prune_statements(layout.keeps_flags)
         self._backend = backend_of(connection)
 
     # -- lifecycle -------------------------------------------------------
@@ -672,7 +704,7 @@ class SessionRepository:
 
     def prune_candidates(self, params: dict[str, Any]) -> list[tuple[str, int]]:
         """The sessions prunable under ``params`` (from :meth:`prune_plan`) now, oldest first."""
-        found = [(row[0], int(row[1])) for row in self._c.execute(_PRUNE_PLAN, params)]
+        found = [(row[0], int(row[1])) for row in self._c.execute(self._prunes.plan, params)]
         for start in range(0, len(found), _GUARD_CHUNK):
             chunk = [session_id for session_id, _ in found[start : start + _GUARD_CHUNK]]
             refuse_broken_deletes(self._c, self._layout, chunk)
@@ -705,9 +737,9 @@ class SessionRepository:
         if not session_ids:
             return 0
         batch = {**params, "p_ids": list(session_ids)}
-        for statement in _PRUNE_BATCH:
+        for statement in self._prunes.batch:
             self._c.execute(statement, batch)
-        deleted = self._c.execute(_PRUNE_BATCH_SESSIONS, batch).rowcount
+        deleted = self._c.execute(self._prunes.batch_sessions, batch).rowcount
         if deleted and tidy:
             self.drop_unused_prompts()
         return int(deleted)
@@ -725,7 +757,9 @@ class SessionRepository:
         with what is left after every commit; the session itself goes with its
         last messages in :meth:`prune_batch`.
         """
-        sliced = self._c.execute(_TRIM_SLICE, {**params, "p_id": session_id, "p_limit": limit})
+        sliced = self._c.execute(
+            self._prunes.trim_slice, {**params, "p_id": session_id, "p_limit": limit}
+        )
         rows = sliced.all()
         if not rows:
             return 0
@@ -935,6 +969,8 @@ class SessionRepository:
         offset: int = 0,
         include_children: bool = False,
         project_compression_tips: bool = True,
+        include_archived: bool = False,
+        include_pinned: bool = False,
     ) -> list[dict[str, Any]]:
         """The old class's listing: one entry per conversation, newest start first.
 
@@ -944,12 +980,17 @@ class SessionRepository:
         root is shown as its tip, with ``_lineage_root_id`` naming the root
         (see :mod:`~hermes_store.repositories.listing`) unless
         ``project_compression_tips`` is False or children are included.
-        ``limit`` and ``offset`` count the listed entries.
+        ``limit`` and ``offset`` count the listed entries. Archived sessions
+        are left out unless ``include_archived``; ``include_pinned`` adds,
+        on the first page only (``offset`` 0), the pinned sessions the
+        filters admit that the page does not hold, after its ``limit`` rows.
         """
         source, limit, offset = _page(source, limit, offset)
         excluded = names_arg("exclude_sources", exclude_sources) or []
         include_children = bool_arg("include_children", include_children)
         project = bool_arg("project_compression_tips", project_compression_tips)
+        include_archived = bool_arg("include_archived", include_archived)
+        include_pinned = bool_arg("include_pinned", include_pinned)
         rows = _listing.page(
             self._c,
             self._layout,
@@ -958,7 +999,22 @@ class SessionRepository:
             limit=limit,
             offset=offset,
             include_children=include_children,
+            include_archived=include_archived,
         )
+        if include_pinned and offset == 0:
+            listed = {row["id"] for row in rows}
+            rows += [
+                row
+                for row in _listing.pinned(
+                    self._c,
+                    self._layout,
+                    source=source,
+                    exclude_sources=excluded,
+                    include_children=include_children,
+                    include_archived=include_archived,
+                )
+                if row["id"] not in listed
+            ]
         roots = _listing.compression_roots(rows)
         if not project or include_children or not roots:
             return rows
@@ -996,10 +1052,31 @@ class SessionRepository:
         """
         return tuple(self._c.execute(_NO_ROW).keys())
 
-    def count(self, source: str | None = None) -> int:
-        """How many sessions the store holds (of one source, or all)."""
+    def count(self, source: str | None = None, include_archived: bool = True) -> int:
+        """How many sessions the store holds (of one source, or all), archived ones or not.
+
+        Without the archived ones: the whole count less the archived, which
+        revision 0016's partial index holds (few rows), so it costs what the
+        whole count does.
+        """
         text_arg("source", source, optional=True)
-        return int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
+        include_archived = bool_arg("include_archived", include_archived)
+        total = int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
+        if include_archived or not self._layout.keeps_flags:
+            return total
+        return total - int(self._c.execute(_COUNT_ARCHIVED, {"p_source": source}).scalar_one())
+
+    def count_at_least(
+        self, n: int, source: str | None = None, include_archived: bool = False
+    ) -> bool:
+        """Whether there are at least ``n`` sessions: reads ``n`` index entries at most."""
+        n = int_arg("n", n, minimum=0)
+        text_arg("source", source, optional=True)
+        include_archived = bool_arg("include_archived", include_archived)
+        live = include_archived or not self._layout.keeps_flags
+        statement = _AT_LEAST if live else _AT_LEAST_LIVE
+        found = self._c.execute(statement, {"p_source": source, "p_n": n}).scalar_one()
+        return int(found) >= n
 
     def token_usage_by_model(self) -> list[ModelUsage]:
         """Token and cost totals per model, the costliest first (the document's query).
