@@ -106,9 +106,11 @@ def test_include_pinned_adds_to_the_first_page_only(db: SessionDB) -> None:
     assert _ids(db.list_sessions_rich(limit=2)) == ["s4", "s3"]
     db.set_session_archived("s0", True)  # an archived pin shows only with archived ones
     assert _ids(db.list_sessions_rich(limit=2, include_pinned=True)) == ["s4", "s3"]
-    assert _ids(
-        db.list_sessions_rich(limit=2, include_pinned=True, include_archived=True)
-    ) == ["s4", "s3", "s0"]
+    assert _ids(db.list_sessions_rich(limit=2, include_pinned=True, include_archived=True)) == [
+        "s4",
+        "s3",
+        "s0",
+    ]
 
 
 def test_unknown_or_bad_arguments_change_nothing(db: SessionDB, clock: ManualClock) -> None:
