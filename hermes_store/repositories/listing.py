@@ -76,7 +76,8 @@ _LISTED_COLUMNS = """
     COALESCE(
         (SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id),
         s.started_at
-    ) AS last_active
+    ) AS last_active,
+    {flags}
 """
 _NEWLINES = {"p_lf": "\n", "p_cr": "\r"}
 _PREVIEW_PARAMS = (bindparam("p_lf", type_=Text), bindparam("p_cr", type_=Text))
@@ -121,7 +122,10 @@ def _tip_ids_statement(layout: Layout) -> TextClause:
 
 @lru_cache(maxsize=16)
 def _listed_columns(layout: Layout) -> str:
-    return _LISTED_COLUMNS.format(columns=session_columns(layout))
+    """The listed row: the documented columns, preview, last activity and the agent's
+    ``archived``/``pinned`` flags (0 on a file that has none), as its listing rows carry."""
+    flags = "s.archived, s.pinned" if layout.keeps_flags else "0 AS archived, 0 AS pinned"
+    return _LISTED_COLUMNS.format(columns=session_columns(layout), flags=flags)
 
 
 @lru_cache(maxsize=16)
@@ -193,6 +197,7 @@ def _page_statement(
     excluding: bool,
     from_oldest: bool = False,
     live_only: bool = False,
+    archived_only: bool = False,
 ) -> TextClause:
     """The page of listed sessions, newest start first, for one combination of filters.
 
@@ -215,6 +220,8 @@ def _page_statement(
         conditions.append(backend.roots_only_condition())
     if live_only and not (roots_only and backend.names_indexes and layout.live_listing):
         conditions.append(_NOT_ARCHIVED)
+    if archived_only:
+        conditions.append("s.archived <> 0")
     if by_source:
         conditions.append("s.source = :p_source")
         params.append(bindparam("p_source", type_=Text))
@@ -222,10 +229,17 @@ def _page_statement(
         conditions.append("s.source NOT IN :p_excluded")
         params.append(bindparam("p_excluded", expanding=True))
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    # Children listed with a flag tested per row: the full listing order, so the planner
+    # walks revision 0010's index (ties as in a listing without the test) and stops at the page.
+    order = (
+        backend.page_order()
+        if (live_only or archived_only) and not roots_only
+        else ("s.started_at DESC")
+    )
     chosen = f"""
             SELECT s.id FROM {walked}
             {where}
-            ORDER BY s.started_at DESC
+            ORDER BY {order}
             LIMIT :p_limit OFFSET :p_offset"""
     sql = f"""
         SELECT {_listed_columns(layout)}
@@ -266,6 +280,7 @@ def page(
     offset: int,
     include_children: bool,
     include_archived: bool = True,
+    archived_only: bool = False,
 ) -> list[dict[str, Any]]:
     """One page of listed sessions (previews finished), before any projection.
 
@@ -278,8 +293,16 @@ def page(
     """
     backend = backend_of(connection)
     requested = (limit, offset)
-    live_only = not include_archived and layout.keeps_flags
-    everything = include_children and source is None and not exclude_sources and not live_only
+    if archived_only and not layout.keeps_flags:
+        return []  # a file without the flags has nothing archived
+    live_only = not include_archived and not archived_only and layout.keeps_flags
+    everything = (
+        include_children
+        and source is None
+        and not exclude_sources
+        and not live_only
+        and not archived_only
+    )
     from_oldest = False
     if everything and backend.names_indexes and layout.roots_listing and offset > 0:
         total = int(connection.execute(_SESSION_COUNT).scalar_one())
@@ -294,7 +317,7 @@ def page(
     if exclude_sources:
         params["p_excluded"] = list(exclude_sources)
     filters = (not include_children, source is not None, bool(exclude_sources))
-    statement = _page_statement(layout, backend, *filters, from_oldest, live_only)
+    statement = _page_statement(layout, backend, *filters, from_oldest, live_only, archived_only)
     try:
         rows = connection.execute(statement, params).mappings().all()
     except OperationalError as error:
@@ -307,7 +330,9 @@ def page(
         unnamed = replace(layout, roots_listing=False, live_listing=False)
         if from_oldest:  # the same page counted from the newest end, as the planner likes
             params["p_limit"], params["p_offset"] = requested
-        statement = _page_statement(unnamed, backend, *filters, live_only=live_only)
+        statement = _page_statement(
+            unnamed, backend, *filters, live_only=live_only, archived_only=archived_only
+        )
         rows = connection.execute(statement, params).mappings().all()
     return [_finished(row) for row in rows]
 

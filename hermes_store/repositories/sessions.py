@@ -971,6 +971,7 @@ class SessionRepository:
         project_compression_tips: bool = True,
         include_archived: bool = False,
         include_pinned: bool = False,
+        archived_only: bool = False,
     ) -> list[dict[str, Any]]:
         """The old class's listing: one entry per conversation, newest start first.
 
@@ -984,6 +985,9 @@ class SessionRepository:
         are left out unless ``include_archived``; ``include_pinned`` adds,
         on the first page only (``offset`` 0), the pinned sessions the
         filters admit that the page does not hold, after its ``limit`` rows.
+        ``archived_only`` lists the archived sessions alone (``hermes-store
+        sessions --archived``). Each row carries the agent's ``archived`` and
+        ``pinned`` flags (0 on a file without them).
         """
         source, limit, offset = _page(source, limit, offset)
         excluded = names_arg("exclude_sources", exclude_sources) or []
@@ -991,6 +995,7 @@ class SessionRepository:
         project = bool_arg("project_compression_tips", project_compression_tips)
         include_archived = bool_arg("include_archived", include_archived)
         include_pinned = bool_arg("include_pinned", include_pinned)
+        archived_only = bool_arg("archived_only", archived_only)
         rows = _listing.page(
             self._c,
             self._layout,
@@ -1000,6 +1005,7 @@ class SessionRepository:
             offset=offset,
             include_children=include_children,
             include_archived=include_archived,
+            archived_only=archived_only,
         )
         if include_pinned and offset == 0:
             listed = {row["id"] for row in rows}
