@@ -45,6 +45,7 @@ from hermes_store.repositories.shapes import session_columns, sessions_from, sha
 from hermes_store.schema.layout import (
     LIVE_ROOTS_LISTING_INDEX,
     LIVE_ROOTS_SOURCE_LISTING_INDEX,
+    PINNED_INDEX,
     ROOTS_LISTING_INDEX,
     ROOTS_SOURCE_LISTING_INDEX,
     Layout,
@@ -378,7 +379,7 @@ def compression_roots(listed: Iterable[Mapping[str, Any]]) -> list[str]:
 _PINNED = """
     SELECT {columns}
     FROM {sessions}
-    JOIN (SELECT s.id FROM sessions s WHERE {where} ORDER BY s.started_at DESC LIMIT :p_cap) kept
+    JOIN (SELECT s.id FROM {walked} WHERE {where} ORDER BY s.started_at DESC LIMIT :p_cap) kept
       ON kept.id = s.id
     ORDER BY {order}
 """
@@ -397,8 +398,13 @@ def _pinned_statement(
 ) -> TextClause:
     conditions = ["s.pinned <> 0"]
     params = list(_PREVIEW_PARAMS)
+    # The few pinned sessions, from revision 0016's index of them: walked by name where
+    # the backend names indexes (a planner without statistics prefers the listing's own).
+    walked = "sessions s"
+    if backend.names_indexes and layout.live_listing:
+        walked = f"sessions s INDEXED BY {PINNED_INDEX}"
     if roots_only:
-        conditions.append("s.parent_session_id IS NULL")
+        conditions.append(backend.roots_only_condition())
     if live_only:
         conditions.append(_NOT_ARCHIVED)
     if by_source:
@@ -408,6 +414,7 @@ def _pinned_statement(
         conditions.append("s.source NOT IN :p_excluded")
         params.append(bindparam("p_excluded", expanding=True))
     sql = _PINNED.format(
+        walked=walked,
         columns=_listed_columns(layout),
         sessions=sessions_from(layout),
         where=" AND ".join(conditions),

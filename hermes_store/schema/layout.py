@@ -81,6 +81,8 @@ KEEPING_COLUMNS = ("archived", "pinned")
 LIVE_ROOTS_LISTING_INDEX = "idx_sessions_live_roots_listing"
 LIVE_ROOTS_SOURCE_LISTING_INDEX = "idx_sessions_live_roots_source_listing"
 """Revision 0016's partial indexes of root sessions not archived (the default listing)."""
+PINNED_INDEX = "idx_sessions_pinned"
+"""Revision 0016's partial index of the pinned sessions (a first listing page adds them)."""
 META_TABLE = "state_meta"
 """Revision 0013's (id, role, session_id) index: a filtered search tests its matches here."""
 
