@@ -264,6 +264,45 @@ def test_get_messages_pages_in_order_and_around_a_message(db: SessionDB) -> None
 
 
 # ---------------------------------------------------------------------------
+# search options
+# ---------------------------------------------------------------------------
+def test_search_sorted_by_time_with_the_fields_asked_for(db: SessionDB, clock: ManualClock) -> None:
+    db.create_session("s", "cli")
+    ids = []
+    for index in range(6):
+        clock.advance(60)
+        text = "docker " * (6 - index) + f"note {index}"  # older messages rank higher
+        ids.append(db.append_message("s", "user", text))
+    by_relevance = [hit["id"] for hit in db.search_messages("docker")]
+    assert sorted(by_relevance) == sorted(ids)
+    assert [hit["id"] for hit in db.search_messages("docker", sort="newest")] == ids[::-1]
+    assert [hit["id"] for hit in db.search_messages("docker", sort="oldest")] == ids
+    page = db.search_messages("docker", sort="newest", limit=2, offset=2)
+    assert [hit["id"] for hit in page] == ids[::-1][2:4]
+    slim = db.search_messages("docker", sort="oldest", fields=["id", "timestamp"], limit=2)
+    assert slim == [
+        {"id": hit["id"], "timestamp": hit["timestamp"]}
+        for hit in db.search_messages("docker", sort="oldest", limit=2)
+    ]
+    with_context = db.search_messages("docker", fields=("id", "context"), limit=1)
+    assert set(with_context[0]) == {"id", "context"} and with_context[0]["context"]
+    with pytest.raises(InvalidInputError, match="sort"):
+        db.search_messages("docker", sort="random")
+    with pytest.raises(InvalidInputError, match="nonsense"):
+        db.search_messages("docker", fields=["id", "nonsense"])
+    with pytest.raises(InvalidInputError, match="fields"):
+        db.search_messages("docker", fields="id")
+
+
+def test_a_very_long_query_is_capped_not_refused(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    found = db.append_message("s", "user", "zeppelin hangar")
+    pasted = "zeppelin " + "lorem ipsum " * 5000  # a pasted log: 60,000 characters
+    assert [hit["id"] for hit in db.search_messages("zeppelin OR " + pasted)] == [found]
+    assert db.search_messages("x" * 100_000) == []
+
+
+# ---------------------------------------------------------------------------
 # meta and upkeep
 # ---------------------------------------------------------------------------
 def test_meta_round_trip(db: SessionDB) -> None:

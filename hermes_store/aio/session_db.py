@@ -333,6 +333,8 @@ class AsyncSessionDB:
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str = "relevance",
+        fields: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """See :meth:`SessionDB.search_messages`."""
         return await self._read(
@@ -343,6 +345,8 @@ class AsyncSessionDB:
             role_filter,
             limit,
             offset,
+            sort,
+            fields,
         )
 
     # Listing, lineage, usage ------------------------------------------

@@ -23,6 +23,8 @@ from hermes_store.domain.arguments import text_arg
 from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS
 from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
 from hermes_store.domain.query_syntax import sanitize_fts5_query
+from hermes_store.domain.records import SearchHit
+from hermes_store.domain.search_options import fields_arg
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.errors import InvalidInputError, StoreAccessError
 from hermes_store.uow import upkeep
@@ -425,6 +427,8 @@ class SessionDB:
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str = "relevance",
+        fields: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """Full-text search; each hit has a ``>>>snippet<<<`` and its neighbours as context.
 
@@ -436,8 +440,12 @@ class SessionDB:
         filter. Each hit: ``id, session_id, role, snippet, timestamp,
         tool_name, source, model, session_started, context``; ``context`` is
         the previous message, the match and the next one, each ``{role,
-        content}`` cut to 200 characters.
+        content}`` cut to 200 characters. ``sort="newest"`` or ``"oldest"``
+        orders the best 1,000 matches by time; ``fields`` returns only those
+        keys of each hit (without ``"context"`` its reads are skipped); a
+        very long query is cut, not refused.
         """
+        wanted = fields_arg(fields)
         with self._store.read() as uow:
             hits = uow.search.search(
                 query,
@@ -446,8 +454,12 @@ class SessionDB:
                 role_filter=role_filter,
                 limit=limit,
                 offset=offset,
+                sort=sort,
+                with_context=wanted is None or "context" in wanted,
             )
-        return [hit.as_dict() for hit in hits]
+        if wanted is None:
+            return [hit.as_dict() for hit in hits]
+        return [{name: row[name] for name in wanted} for row in map(SearchHit.as_dict, hits)]
 
     # ------------------------------------------------------------------
     # Listing, lineage, usage
