@@ -307,17 +307,19 @@ class SearchRepository:
         sort = sort_arg(sort)
         with_context = bool_arg("with_context", with_context)
         query = capped_query(query)
+        limit = int_arg("limit", limit, minimum=0)
+        offset = int_arg("offset", offset, minimum=0)
         filters = {
             "source_filter": names_arg("source_filter", source_filter),
             "exclude_sources": names_arg("exclude_sources", exclude_sources),
             "role_filter": names_arg("role_filter", role_filter),
-            "limit": int_arg("limit", limit, minimum=0),
-            "offset": int_arg("offset", offset, minimum=0),
+            "limit": limit,
+            "offset": offset,
         }
         items = query_items(query)
         if not items or filters["limit"] == 0 or filters["source_filter"] == []:
             return []
-        page = slice(filters["offset"], filters["offset"] + filters["limit"])
+        page = slice(offset, offset + limit)
         if sort != "relevance":  # the best matches, then their time order
             filters = {**filters, "limit": SORT_WINDOW, "offset": 0}
         try:
