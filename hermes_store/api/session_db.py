@@ -607,7 +607,8 @@ class SessionDB:
                 return None
             messages = uow.messages.for_session_as_dicts(session_id)
             order = uow.sessions.column_order()
-        return {**_in_order(session.as_dict(), order), "messages": messages}
+            flags = uow.keeping.flags(session_id)
+        return {**_in_order(session.as_dict() | flags, order), "messages": messages}
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (optionally of one source) with its messages, from one snapshot."""
@@ -624,7 +625,8 @@ class SessionDB:
             for session in uow.sessions.all(source):
                 # dicts straight from the rows: see MessageRepository.for_session_as_dicts
                 messages = uow.messages.for_session_as_dicts(session.id)
-                yield {**_in_order(session.as_dict(), order), "messages": messages}
+                flags = uow.keeping.flags(session.id)
+                yield {**_in_order(session.as_dict() | flags, order), "messages": messages}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted.

@@ -64,6 +64,7 @@ down(id, depth) AS (
 """
 _CHAIN_PARAMS = (bindparam("p_id", type_=Text), bindparam("p_max_steps", type_=Integer))
 _EXISTS = text("SELECT 1 FROM sessions WHERE id = :p_id")
+_FLAGS = text("SELECT archived, pinned FROM sessions WHERE id = :p_id")
 
 
 @lru_cache(maxsize=4)
@@ -144,6 +145,16 @@ class KeepingRepository:
         self._clock = clock
 
     # -- flags -----------------------------------------------------------
+    def flags(self, session_id: str) -> dict[str, int]:
+        """``{"archived": 0|1, "pinned": 0|1}`` of a session; empty where the file has no flags.
+
+        An export carries them, as the agent's ``SELECT *`` export does.
+        """
+        if not self._layout.keeps_flags:
+            return {}
+        row = self._c.execute(_FLAGS, {"p_id": session_id}).first()
+        return {} if row is None else {"archived": int(row[0]), "pinned": int(row[1])}
+
     def _require_flags(self, what: str) -> None:
         if not self._layout.keeps_flags:
             missing = [c for c in KEEPING_COLUMNS if c not in self._layout.session_columns]

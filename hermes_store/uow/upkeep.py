@@ -48,7 +48,12 @@ def _record(store: Store, key: str, when: float) -> None:
 def vacuum(store: Store) -> None:
     """Give the space of deleted rows back, through the store's backend; records ``last_vacuum``."""
     store.refuse_if_read_only()
-    store.backend.vacuum(store.engine, store.policy.patience_s)
+    try:
+        store.backend.vacuum(store.engine, store.policy.patience_s)
+    except StoreError:
+        raise
+    except Exception as error:
+        raise store.name_failure(error) from error
     _record(store, LAST_VACUUM_KEY, store.clock())
 
 

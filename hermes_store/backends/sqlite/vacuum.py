@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.errors import StoreError, StoreLockedError
+from hermes_store.errors import StoreLockedError
 
 
 def vacuum(path: Path, patience_s: float) -> None:
     """Rewrite the file without its free pages; StoreLockedError if the lock never came.
 
-    Any other failure (a full disk: VACUUM needs room for a copy) is a
-    StoreError naming it; the file is left as it was (VACUUM is atomic).
+    Any other failure (a full disk: VACUUM needs room for a copy; a damaged
+    page) is the driver's, for the store to name; the file is left as it was
+    (VACUUM is atomic).
     """
     started = time.monotonic()
     connection = sqlite3.connect(str(path), timeout=patience_s, isolation_level=None)
@@ -31,6 +32,6 @@ def vacuum(path: Path, patience_s: float) -> None:
     except sqlite3.OperationalError as error:
         if "locked" in str(error) or "busy" in str(error):
             raise StoreLockedError(str(path), time.monotonic() - started, 1) from error
-        raise StoreError(f"VACUUM of {path} failed: {error}") from error
+        raise  # named by the store (damage, a full disk ...): Store.name_failure
     finally:
         connection.close()
