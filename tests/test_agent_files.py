@@ -628,3 +628,17 @@ def test_flags_and_meta_our_store_wrote_survive_the_agents_v25_open(tmp_path: Pa
         assert [row["id"] for row in db.list_sessions_rich()] == ["kept"]
         assert db.maybe_auto_prune_and_vacuum(min_interval_hours=24 * 365 * 100)["skipped"]
     _assert_sound(path)
+
+
+def test_a_delete_of_many_that_fails_midway_leaves_everything_as_it_was(tmp_path: Path) -> None:
+    """v10's triggers refuse the second delete: the first, already done, is rolled back."""
+    path = build_upstream_db(tmp_path / "state.db", 10)
+    with SessionDB(path) as db:
+        db.create_session("empty", "cli")  # deletable: no message, no trigger runs
+        before = (db.session_count(), db.message_count(), _message_ids(path, "up_root"))
+        with pytest.raises(SchemaError, match="Nothing was deleted"):
+            db.delete_sessions(["empty", "up_root"])
+        assert db.get_session("empty") is not None
+        assert (db.session_count(), db.message_count(), _message_ids(path, "up_root")) == before
+        assert db.count_empty_sessions(grace_seconds=0) == 1
+    _assert_sound(path)
