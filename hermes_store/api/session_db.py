@@ -245,10 +245,13 @@ class SessionDB:
         self._store.transact(lambda uow: uow.sessions.record_usage(session_id, **usage))
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """The session's row as a dict (every documented column), or None."""
+        """The session's row as a dict (every documented column, and the agent's
+        ``archived``/``pinned`` where the file has them), or None."""
         with self._store.read() as uow:
             found = uow.sessions.get(session_id)
-        return None if found is None else found.as_dict()
+            if found is None:
+                return None
+            return found.as_dict() | uow.keeping.flags(session_id)
 
     def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
         """The full id an exact id or an unambiguous prefix names; None otherwise.
