@@ -7,6 +7,8 @@ services receive by injection.
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.domain.messages import MessageIn
+from hermes_store.domain.usage import UsageReport
 from hermes_store.errors import (
     InvalidInputError,
     ReadOnlyStoreError,
@@ -34,6 +36,7 @@ __all__ = [
     "ContentionPolicy",
     "Durability",
     "InvalidInputError",
+    "MessageIn",
     "ReadOnlyStoreError",
     "ReadOnlyUnitError",
     "SchemaError",
@@ -55,4 +58,5 @@ __all__ = [
     "UnitOfWork",
     "UnitOfWorkFactory",
     "UnknownBackendError",
+    "UsageReport",
 ]

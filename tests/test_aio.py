@@ -21,6 +21,7 @@ from hermes_store import SessionDB, Store
 from hermes_store.aio import AsyncSessionDB, AsyncStore
 from hermes_store.aio.offload import Offloader
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
 from hermes_store.errors import (
     InvalidInputError,
     SessionNotFoundError,
@@ -315,20 +316,24 @@ def test_async_store_units(store_url: str) -> None:
             await astore.transact(lambda uow: uow.sessions.create("s", "cli"))
             ids = await asyncio.gather(
                 *(
-                    astore.transact(lambda uow, k=k: uow.messages.append("s", "user", f"m{k}"))
+                    astore.transact(
+                        lambda uow, k=k: uow.messages.append("s", MessageIn("user", f"m{k}"))
+                    )
                     for k in range(10)
                 )
             )
             assert len(set(ids)) == 10
 
             def fails(uow: UnitOfWork) -> None:
-                uow.messages.append("s", "user", "undone")
+                uow.messages.append("s", MessageIn("user", "undone"))
                 raise ValueError("boom")
 
             with pytest.raises(ValueError, match="boom"):
                 await astore.transact(fails)
             with pytest.raises(SessionNotFoundError):
-                await astore.transact(lambda uow: uow.messages.append("nope", "user", "x"))
+                await astore.transact(
+                    lambda uow: uow.messages.append("nope", MessageIn("user", "x"))
+                )
             with pytest.raises(InvalidInputError):
                 await astore.transact(lambda uow: None, patience_s=-1)
             count = await astore.read(lambda uow: uow.messages.count("s"))
@@ -378,11 +383,11 @@ def test_a_queued_write_out_of_patience_writes_nothing(db_path: Path) -> None:
         await astore.transact(lambda uow: uow.sessions.create("s", "cli"))
         holder = await _lock_held(db_path, 1.5)
         patient = asyncio.create_task(
-            astore.transact(lambda uow: uow.messages.append("s", "user", "patient"))
+            astore.transact(lambda uow: uow.messages.append("s", MessageIn("user", "patient")))
         )
         await asyncio.sleep(0.1)
         impatient = astore.transact(
-            lambda uow: uow.messages.append("s", "user", "impatient"), patience_s=0.2
+            lambda uow: uow.messages.append("s", MessageIn("user", "impatient")), patience_s=0.2
         )
         results = await asyncio.gather(patient, impatient, return_exceptions=True)
         await holder.wait()
@@ -433,8 +438,8 @@ def test_a_shared_write_cancelled_while_it_runs_commits_whole_and_close_waits(
     def slow(uow: UnitOfWork) -> int:
         started.set()
         go.wait(10)
-        uow.messages.append("s", "user", "ran on")
-        return uow.messages.append("s", "user", "whole")
+        uow.messages.append("s", MessageIn("user", "ran on"))
+        return uow.messages.append("s", MessageIn("user", "whole"))
 
     async def main() -> bool:
         astore = await AsyncStore.open(db_path)

@@ -22,6 +22,7 @@ from hermes_store import SessionDB, Store, StoreClosedError, StoreError
 from hermes_store.aio import AsyncSessionDB, AsyncStore
 from hermes_store.aio.shared import LoopWrites
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
 
 pytestmark = pytest.mark.sqlite_only("the file is checked with plain sqlite3")
 
@@ -179,7 +180,9 @@ def test_a_refused_leader_leaves_no_call_queued(db_path: Path) -> None:
 
         async def main() -> BaseException | None:
             writes = LoopWrites(shared, pool)
-            future, _ = writes.start(lambda uow: uow.messages.append("s", "user", "refused"), None)
+            future, _ = writes.start(
+                lambda uow: uow.messages.append("s", MessageIn("user", "refused")), None
+            )
             try:
                 await future
             except BaseException as error:  # noqa: BLE001 - checked below

@@ -25,6 +25,7 @@ from hermes_store import (
     TitleConflictError,
 )
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
 
 Call = Callable[[SessionDB], Any]
 
@@ -1182,7 +1183,7 @@ def test_bad_opening_arguments_are_invalid_input_and_create_nothing(
 def test_a_bad_patience_for_one_unit_is_invalid_input(seeded: SessionDB, patience: Any) -> None:
     def write(db: SessionDB) -> None:
         with db.store.write(patience_s=patience) as uow:
-            uow.messages.append("s1", "user", "never written")
+            uow.messages.append("s1", MessageIn("user", "never written"))
 
     error = assert_rejected(seeded, write)
     assert "patience_s" in str(error)

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.layout import BIGRAM_OBJECTS, BIGRAM_TABLE
+from hermes_store.backends.sqlite.layout import detect
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.domain.bigrams import RANGES, branch_grams, grams, indexed
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.substrings import has_cjk
-from hermes_store.schema.layout import BIGRAM_OBJECTS, BIGRAM_TABLE, detect
 from hermes_store.schema.migrate import downgrade, upgrade
 from hermes_store.schema.state import SchemaState
 

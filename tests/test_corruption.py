@@ -27,6 +27,8 @@ from hermes_store import (
     StoreError,
 )
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
+from hermes_store.domain.usage import UsageReport
 from hermes_store.tools.check import check
 from hermes_store.uow.corruption import is_corruption
 
@@ -173,6 +175,8 @@ def public_calls(db: SessionDB) -> dict[str, Callable[[], Any]]:
         "set_meta": lambda: db.set_meta("k", "v"),
         "vacuum": lambda: db.vacuum(),
         "maybe_auto_prune_and_vacuum": lambda: db.maybe_auto_prune_and_vacuum(0, 0),
+        "append": lambda: db.append("s1", MessageIn("user", "more")),
+        "record_usage": lambda: db.record_usage("s1", UsageReport(input_tokens=10)),
     }
 
 

@@ -1,6 +1,6 @@
 """Repositories and the unit of work speak to backends only through the protocol.
 
-The walk reads ``hermes_store/repositories`` and ``hermes_store/uow`` with
+The walk reads ``hermes_store/repositories``, ``uow`` and ``domain`` with
 :mod:`ast` and lists every place that would tie them to one backend: an
 import of a concrete backend package (or of ``sqlalchemy.dialects``), a
 comparison with a dialect's name, and a backend picked by ``importlib``.
@@ -23,7 +23,7 @@ from hermes_store.backends.base import Backend
 from hermes_store.errors import UnknownBackendError
 
 PACKAGE = Path(__file__).resolve().parent.parent / "hermes_store"
-WATCHED = ("repositories", "uow")
+WATCHED = ("repositories", "uow", "domain")
 DIALECT_NAMES = {"sqlite", "postgresql"}
 CONCRETE = (
     "hermes_store.backends.sqlite",

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from hermes_store import ContentionPolicy, SessionDB, Store, StoreLockedError
 from hermes_store.backends.sqlite.engine import is_lock_error
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
 
 pytestmark = pytest.mark.sqlite_only(
     "the SQLite engine rules (WAL, BEGIN IMMEDIATE, checkpoints); PostgreSQL: test_pg_engine.py"
@@ -133,7 +134,7 @@ def test_a_read_transaction_does_not_take_the_write_lock(db_path: Path) -> None:
 def test_failed_unit_of_work_rolls_back_everything(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     with pytest.raises(RuntimeError), db.store.write() as uow:
-        uow.messages.append("s1", "assistant", "lost", tool_calls=[{"id": "c"}])
+        uow.messages.append("s1", MessageIn("assistant", "lost", tool_calls=[{"id": "c"}]))
         uow.connection.execute(
             text("INSERT INTO messages (session_id, role, timestamp) VALUES ('s1', 'user', 1)")
         )
@@ -151,7 +152,9 @@ def test_a_core_statement_inside_a_unit_joins_its_transaction(db: SessionDB) -> 
     # second transaction, and the unit's end must end both views of it.
     db.create_session("s1", "cli")
     with db.store.write() as uow:
-        uow.messages.append("s1", "user", "prepared")  # prepared statements, on the driver
+        uow.messages.append(
+            "s1", MessageIn("user", "prepared")
+        )  # prepared statements, on the driver
         uow.connection.execute(
             text("INSERT INTO messages (session_id, role, timestamp) VALUES ('s1', 'user', 1)")
         )
@@ -180,7 +183,7 @@ def test_statements_after_an_explicit_commit_are_committed_at_the_end(db: Sessio
     # statement after it starts another, which the end of the block commits too.
     db.create_session("s1", "cli")
     with db.store.write() as uow:
-        uow.messages.append("s1", "user", "before the commit")
+        uow.messages.append("s1", MessageIn("user", "before the commit"))
         uow.commit()
         uow.connection.execute(text("UPDATE sessions SET title = 'later' WHERE id = 's1'"))
         connection, driver = uow.connection, _driver(uow)
@@ -203,7 +206,7 @@ def test_a_failed_commit_rolls_back_and_leaves_the_connection_clean(
             driver.execute("PRAGMA defer_foreign_keys = ON")
         else:
             connection.exec_driver_sql("PRAGMA defer_foreign_keys = ON")
-        uow.messages.append("s1", "user", "rolled back with the unit")
+        uow.messages.append("s1", MessageIn("user", "rolled back with the unit"))
         driver.execute(
             "INSERT INTO messages (session_id, role, timestamp) VALUES ('nobody', 'user', 1)"
         )

@@ -977,20 +977,6 @@ def test_list_sessions_rich_short_preview_is_whole_message(db: SessionDB) -> Non
     assert db.list_sessions_rich()[0]["preview"] == "hi"
 
 
-def test_the_documented_recent_query_stays_on_the_repository(db: SessionDB) -> None:
-    """``uow.sessions.recent`` is the document's SQL: every session, the raw 63 characters."""
-    db.create_session("root", "cli")
-    first_user = "line one\n" + "x" * 70
-    db.append_message("root", "user", first_user)
-    db.end_session("root", "compression")
-    db.create_session("child", "cli", parent_session_id="root")
-    with db.store.read() as uow:
-        rows = uow.sessions.recent(source=None, limit=20, offset=0)
-    assert [r["id"] for r in rows] == ["child", "root"]
-    assert rows[1]["preview"] == first_user[:63]
-    assert [r["id"] for r in db.list_sessions_rich()] == ["child"]  # the old class's view
-
-
 def test_session_count_and_message_count(db: SessionDB) -> None:
     assert db.session_count() == 0 and db.message_count() == 0
     db.create_session("c1", "cli")

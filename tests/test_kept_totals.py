@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB, Store
-from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.schema.layout import (
+from hermes_store.backends.layout import (
     ROOTS_LISTING_INDEX,
     ROOTS_SOURCE_LISTING_INDEX,
     TOTALS_OBJECTS,
-    detect,
 )
+from hermes_store.backends.sqlite.layout import detect
+from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.migrate import downgrade, upgrade
 from hermes_store.schema.state import SchemaState
 from hermes_store.schema.totals import totals_problems

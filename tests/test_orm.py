@@ -36,6 +36,8 @@ from hermes_store import (
     StoreLockedError,
     TitleConflictError,
 )
+from hermes_store.domain.messages import MessageIn
+from hermes_store.domain.usage import UsageReport
 from hermes_store.schema.models import Message, Session
 from hermes_store.tools.check import check
 from hermes_store.uow.orm import UnitSession, tool_calls_counted
@@ -311,7 +313,14 @@ def test_regression_batch_append_binds_json_as_stored_text(db: SessionDB) -> Non
     [(None, 0), ([], 0), ({}, 0), ([1, 2, 3], 3), ((1, 2), 2), ({"id": 1}, 1), ("x", 1), (7, 1)],
 )
 def test_tool_calls_count_by_the_health_check_rule(value: Any, counted: int) -> None:
+    """The ORM, the facades (before storing) and the health check (after) count alike."""
+    from hermes_store.domain.arguments import json_arg
+    from hermes_store.domain.messages import stored_tool_call_total, tool_call_total
+
     assert tool_calls_counted(value) == counted
+    assert tool_call_total(value) == counted
+    stored = json_arg("tool_calls", value)
+    assert (0 if stored is None else stored_tool_call_total(stored)) == counted
 
 
 def test_orm_adds_and_deletes_keep_both_counters_exact(db: SessionDB, store: Store) -> None:
@@ -360,7 +369,7 @@ def test_counters_stay_exact_mixed_with_the_store_s_own_appends(
         session = uow.orm.get(Session, "s1")
         assert session is not None and session.message_count == 1
         # What SessionDB.append_message does, in the same unit as ORM writes.
-        uow.messages.append("s1", "assistant", None, tool_calls=[{"id": 1}, {"id": 2}])
+        uow.messages.append("s1", MessageIn("assistant", None, tool_calls=[{"id": 1}, {"id": 2}]))
         uow.orm.add(Message(session=session, role="tool", content="result", tool_calls=[1]))
         uow.orm.flush()
         # The loaded entity reads the counters the flush moved, not its stale copy.
@@ -427,8 +436,8 @@ def test_an_exception_rolls_back_everything_counters_included(db: SessionDB, sto
         uow.orm.flush()
         uow.orm.delete(uow.orm.scalars(select(Message).where(Message.content == "keep me")).one())
         uow.orm.get(Session, "s1").title = "renamed"  # type: ignore[union-attr]
-        uow.messages.append("s2", "user", "repository row")  # one transaction for all
-        uow.sessions.record_usage("s2", input_tokens=7)
+        uow.messages.append("s2", MessageIn("user", "repository row"))  # one transaction for all
+        uow.sessions.record_usage("s2", UsageReport(input_tokens=7))
         uow.orm.commit()  # flushes; commits nothing
         uow.orm.delete(uow.orm.get(Session, "s1"))
         uow.orm.flush()
@@ -471,7 +480,7 @@ def test_a_failed_flush_swallowed_inside_the_unit_is_not_committed(
     db.create_session("s1", source="cli")
     before = snapshot(store)
     with pytest.raises(StoreError, match="failed to flush earlier"), store.write() as uow:
-        uow.messages.append("s1", "user", "repository row", tool_calls=[{"id": 1}])
+        uow.messages.append("s1", MessageIn("user", "repository row", tool_calls=[{"id": 1}]))
         # Two new sessions with one title: the unique index refuses the flush.
         uow.orm.add_all(
             [Session(id="a", source="x", title="T"), Session(id="b", source="x", title="T")]
@@ -555,7 +564,7 @@ def test_an_orm_write_holds_the_unit_s_lock(db: SessionDB, store: Store) -> None
     def competing_writer() -> None:
         try:
             with store.write(patience_s=0) as uow:
-                uow.sessions.record_usage("s1", input_tokens=1)
+                uow.sessions.record_usage("s1", UsageReport(input_tokens=1))
             outcome.append(None)
         except BaseException as error:  # noqa: BLE001 - the outcome is what is checked
             outcome.append(error)

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import text
 
 from hermes_store import SessionDB, UnitOfWork
+from hermes_store.domain.usage import UsageReport
 from hermes_store.schema.migrate import HEAD_SCHEMA_VERSION
 from hermes_store.tools.check import check
 from hermes_store.uow.store import Store
@@ -94,10 +95,10 @@ class _CrossLocker:
 
     def _unit(self, uow: UnitOfWork) -> None:
         self.attempts += 1
-        uow.sessions.record_usage(self.order[0], input_tokens=1)
+        uow.sessions.record_usage(self.order[0], UsageReport(input_tokens=1))
         if self.attempts == 1:
             self.barrier.wait(timeout=30)  # both hold their first row lock now
-        uow.sessions.record_usage(self.order[1], input_tokens=1)
+        uow.sessions.record_usage(self.order[1], UsageReport(input_tokens=1))
 
 
 def test_a_deadlocked_write_unit_is_run_again_and_counts_once(pg_url: Any, pg_route: Any) -> None:

@@ -11,6 +11,7 @@ from sqlalchemy.pool import NullPool
 
 from hermes_store import InvalidInputError, SessionDB, StoreLockedError, StoreUnavailableError
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.domain.messages import MessageIn
 
 from .conftest import pooled
 
@@ -45,7 +46,7 @@ def test_a_read_unit_cannot_write(pg_url: Any, pg_route: Any) -> None:
     with SessionDB(pg_route(pg_url)) as db:
         db.create_session("s", "cli")
         with pytest.raises(InternalError, match="read-only"), db.store.read() as uow:
-            uow.messages.append("s", "user", "a read unit writes nothing")
+            uow.messages.append("s", MessageIn("user", "a read unit writes nothing"))
         assert db.get_session("s")["message_count"] == 0
 
 
@@ -73,7 +74,7 @@ def test_per_unit_patience_overrides_the_policy(pg_url: Any, pg_route: Any, othe
                 pytest.raises(StoreLockedError, match=r"locked .* for 0\.30 s"),
                 db.store.write(patience_s=0.3) as uow,
             ):
-                uow.messages.append("s", "user", "blocked")
+                uow.messages.append("s", MessageIn("user", "blocked"))
         assert db.get_session("s")["message_count"] == 0
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.pool import NullPool
 
 from hermes_store import SessionDB, StoreUnavailableError
+from hermes_store.domain.messages import MessageIn
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_SH = REPO / ".ci" / "postgres.sh"
@@ -128,7 +129,7 @@ def test_a_unit_whose_connection_died_under_it_leaves_the_thread_working(
                 other, int(uow.connection.exec_driver_sql("SELECT pg_backend_pid()").scalar())
             )
             with contextlib.suppress(Exception):  # swallowed by the unit's own code
-                uow.messages.append("s", "user", "lost with the backend")
+                uow.messages.append("s", MessageIn("user", "lost with the backend"))
         db.append_message("s", "user", "the thread goes on")
         assert db.get_session("s")["message_count"] == 1
 

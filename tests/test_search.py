@@ -146,7 +146,6 @@ SANITIZER_TABLE = [
 @pytest.mark.parametrize(("raw", "expected"), SANITIZER_TABLE)
 def test_sanitizer_rule(raw: str, expected: str) -> None:
     assert sanitize_fts5_query(raw) == expected
-    assert SessionDB._sanitize_fts5_query(raw) == expected
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.layout import SEARCH_FILTER_INDEX, TRIGRAM_INDEX
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories import search
-from hermes_store.schema.layout import SEARCH_FILTER_INDEX, TRIGRAM_INDEX
 from hermes_store.schema.migrate import downgrade, upgrade
 from tests.search_rows import GATEWAY_FILTERS, first_column, gateway_order, hit_ids
 

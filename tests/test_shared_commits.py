@@ -20,6 +20,7 @@ import pytest
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
 from hermes_store.errors import (
     SessionNotFoundError,
     StoreFullError,
@@ -125,7 +126,7 @@ def test_a_failing_call_in_a_group_undoes_only_itself(db_path: Path) -> None:
     store = db.store
 
     def append_then_fail(uow: UnitOfWork) -> None:
-        uow.messages.append("a", "user", "undone")
+        uow.messages.append("a", MessageIn("user", "undone"))
         raise ValueError("the caller's own bug")
 
     outcomes = _grouped_behind_a_blocker(
@@ -172,7 +173,7 @@ def test_a_database_error_inside_a_group_undoes_only_its_call(db_path: Path) -> 
     store = db.store
 
     def duplicate(uow: UnitOfWork) -> None:
-        uow.messages.append("a", "user", "undone with its call")
+        uow.messages.append("a", MessageIn("user", "undone with its call"))
         uow.connection.exec_driver_sql(
             "INSERT INTO sessions (id, source, started_at) VALUES ('a', 'cli', 0)"
         )
@@ -277,7 +278,7 @@ def test_a_failure_after_calls_ran_together_reruns_them_and_goes_on(db_path: Pat
     def counted(name: str) -> Callable[[UnitOfWork], int]:
         def work(uow: UnitOfWork) -> int:
             ran.append(name)
-            return uow.messages.append("a", "user", name)
+            return uow.messages.append("a", MessageIn("user", name))
 
         return work
 
@@ -416,7 +417,8 @@ def test_a_queued_call_out_of_patience_writes_nothing(db_path: Path) -> None:
         second, second_threads = _in_threads(
             [
                 lambda: store.transact(
-                    lambda uow: uow.messages.append("s", "user", "impatient"), patience_s=0.2
+                    lambda uow: uow.messages.append("s", MessageIn("user", "impatient")),
+                    patience_s=0.2,
                 )
             ]
         )
@@ -466,17 +468,17 @@ def test_sigkill_mid_group_loses_nothing_acknowledged(db_path: Path, mode: str) 
 
 def test_a_groups_appends_move_each_sessions_counters_by_its_own_amounts(db_path: Path) -> None:
     """The combined run: each session's counters by its own amounts, or none when one is unknown."""
-    from hermes_store.api.session_db import append_work
+    from hermes_store.uow.appends import append_work
 
     db = SessionDB(db_path)
     for session_id in ("a", "b", "c"):
         db.create_session(session_id, "cli")
     calls = [{"id": "t1"}, {"id": "t2"}]
     works = [
-        append_work("a", "user", "one"),
-        append_work("b", "assistant", "two", tool_calls=calls),
-        append_work("a", "assistant", "three", tool_calls=calls[:1]),
-        append_work("c", "user", "four"),
+        append_work("a", MessageIn("user", "one")),
+        append_work("b", MessageIn("assistant", "two", tool_calls=calls)),
+        append_work("a", MessageIn("assistant", "three", tool_calls=calls[:1])),
+        append_work("c", MessageIn("user", "four")),
     ]
     ids = db.store.transact(lambda uow: works[0].run_all(uow, [w.payload for w in works]))
     assert ids == sorted(ids) and len(ids) == 4
@@ -486,7 +488,10 @@ def test_a_groups_appends_move_each_sessions_counters_by_its_own_amounts(db_path
     }
     assert counters == {"a": (2, 1), "b": (1, 2), "c": (1, 0)}
 
-    doomed = [append_work("a", "user", "x"), append_work("nowhere", "user", "y")]
+    doomed = [
+        append_work("a", MessageIn("user", "x")),
+        append_work("nowhere", MessageIn("user", "y")),
+    ]
     with pytest.raises(SessionNotFoundError, match="nowhere"):
         db.store.transact(lambda uow: doomed[0].run_all(uow, [w.payload for w in doomed]))
     assert db.get_session("a")["message_count"] == 2  # type: ignore[index]  # rolled back
@@ -519,11 +524,11 @@ def test_a_group_whose_commit_fails_tells_every_call_and_writes_none(db_path: Pa
     store = db.store
 
     def append(content: str) -> Callable[[UnitOfWork], int]:
-        return lambda uow: uow.messages.append("a", "user", content)
+        return lambda uow: uow.messages.append("a", MessageIn("user", content))
 
     def dangling(uow: UnitOfWork) -> int:
         uow.connection.exec_driver_sql("INSERT INTO test_notes VALUES ('no such session')")
-        return uow.messages.append("a", "user", "dangling")
+        return uow.messages.append("a", MessageIn("user", "dangling"))
 
     outcomes = _grouped_behind_a_blocker(
         store,
@@ -558,7 +563,7 @@ def test_a_call_failing_in_a_group_hears_the_stores_error(db_path: Path) -> None
         pages = connection.exec_driver_sql("PRAGMA page_count").scalar()
         connection.exec_driver_sql(f"PRAGMA max_page_count = {pages}")  # a full disk, here
         try:
-            return uow.messages.append("a", "user", "x" * 200_000)
+            return uow.messages.append("a", MessageIn("user", "x" * 200_000))
         finally:
             connection.exec_driver_sql("PRAGMA max_page_count = 1073741823")
 

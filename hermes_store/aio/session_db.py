@@ -26,13 +26,16 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from hermes_store.aio.offload import Offloader
 from hermes_store.aio.shared import LoopWrites
-from hermes_store.api.session_db import SessionDB, append_work
+from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS
+from hermes_store.domain.messages import MessageIn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
+from hermes_store.domain.usage import UsageReport
 from hermes_store.errors import InvalidInputError
 from hermes_store.uow import deadline as deadlines
+from hermes_store.uow.appends import append_work
 from hermes_store.uow.store import Store
 
 _P = ParamSpec("_P")
@@ -206,9 +209,31 @@ class AsyncSessionDB:
         absolute: bool = False,
     ) -> None:
         """See :meth:`SessionDB.update_token_counts`."""
-        usage = dict(locals())
-        del usage["self"], usage["session_id"]
-        await self._write(self._db.update_token_counts, session_id, **usage)
+        usage = UsageReport(
+            input_tokens,
+            output_tokens,
+            model,
+            cache_read_tokens,
+            cache_write_tokens,
+            reasoning_tokens,
+            estimated_cost_usd,
+            actual_cost_usd,
+            cost_status,
+            cost_source,
+            pricing_version,
+            billing_provider,
+            billing_base_url,
+            billing_mode,
+        )
+        await self.record_usage(session_id, usage, absolute=absolute)
+
+    async def record_usage(
+        self, session_id: str, usage: UsageReport, *, absolute: bool = False
+    ) -> None:
+        """See :meth:`SessionDB.record_usage`."""
+        await self._write(
+            functools.partial(self._db.record_usage, absolute=absolute), session_id, usage
+        )
 
     async def get_session(self, session_id: str) -> dict[str, Any] | None:
         """See :meth:`SessionDB.get_session`."""
@@ -260,10 +285,9 @@ class AsyncSessionDB:
         codex_reasoning_items: Any = None,
     ) -> int:
         """See :meth:`SessionDB.append_message`."""
-        writes = self._writes
-        if writes is not None:  # checked here, queued from the loop: no thread per call
-            work = append_work(
-                session_id,
+        return await self.append(
+            session_id,
+            MessageIn(
                 role,
                 content,
                 tool_name,
@@ -274,25 +298,19 @@ class AsyncSessionDB:
                 reasoning,
                 reasoning_details,
                 codex_reasoning_items,
-            )
+            ),
+        )
+
+    async def append(self, session_id: str, message: MessageIn) -> int:
+        """See :meth:`SessionDB.append`."""
+        writes = self._writes
+        if writes is not None:  # checked here, queued from the loop: no thread per call
+            work = append_work(session_id, message)
             deadline = self._deadline()
             return await self._offload.in_turn(
                 session_id, lambda ended: writes.start(work, None, ended, deadline)
             )
-        return await self._write(
-            self._db.append_message,
-            session_id,
-            role,
-            content,
-            tool_name,
-            tool_calls,
-            tool_call_id,
-            token_count,
-            finish_reason,
-            reasoning,
-            reasoning_details,
-            codex_reasoning_items,
-        )
+        return await self._write(self._db.append, session_id, message)
 
     async def append_messages(
         self, session_id: str, messages: Sequence[Mapping[str, Any]]

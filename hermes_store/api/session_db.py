@@ -21,19 +21,17 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import text_arg
 from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS
-from hermes_store.domain.messages import JSON_FIELDS, CheckedMessage, checked_message
-from hermes_store.domain.query_syntax import sanitize_fts5_query
+from hermes_store.domain.messages import JSON_FIELDS, MessageIn
 from hermes_store.domain.records import SearchHit
 from hermes_store.domain.search_options import fields_arg
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
+from hermes_store.domain.usage import UsageReport
 from hermes_store.errors import InvalidInputError, StoreAccessError
 from hermes_store.uow import upkeep
-from hermes_store.uow.combined import Combinable
+from hermes_store.uow.appends import append_work
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
-from hermes_store.uow.unit import UnitOfWork
 
-SECONDS_PER_DAY = 86400.0
 JSON_MESSAGE_FIELDS = JSON_FIELDS
 
 
@@ -42,44 +40,6 @@ def _in_order(row: dict[str, Any], order: Sequence[str]) -> dict[str, Any]:
     export), any key the table lacks after them."""
     ordered = {name: row[name] for name in order if name in row}
     return ordered | row if len(ordered) < len(row) else ordered
-
-
-def _append_checked(uow: UnitOfWork, messages: Sequence[CheckedMessage]) -> list[int]:
-    """What the appends of one shared transaction run as: one statement for all of them."""
-    return uow.messages.append_checked(messages)
-
-
-def append_work(
-    session_id: str,
-    role: str,
-    content: str | None = None,
-    tool_name: str | None = None,
-    tool_calls: Any = None,
-    tool_call_id: str | None = None,
-    token_count: int | None = None,
-    finish_reason: str | None = None,
-    reasoning: str | None = None,
-    reasoning_details: Any = None,
-    codex_reasoning_items: Any = None,
-) -> Combinable[CheckedMessage, int]:
-    """``append_message``'s unit of work for shared commits, its arguments checked now.
-
-    Checked where it is called (the caller's thread, or the event loop), so
-    that a group's leader only writes; groups combine these into one INSERT.
-    """
-    fields = {
-        "role": role,
-        "content": content,
-        "tool_name": tool_name,
-        "tool_calls": tool_calls,
-        "tool_call_id": tool_call_id,
-        "token_count": token_count,
-        "finish_reason": finish_reason,
-        "reasoning": reasoning,
-        "reasoning_details": reasoning_details,
-        "codex_reasoning_items": codex_reasoning_items,
-    }
-    return Combinable(_append_checked, checked_message(session_id, fields))
 
 
 class SessionDB:
@@ -240,9 +200,29 @@ class SessionDB:
         labels follow the latest report, a missing estimated cost counts 0.
         Returns None; an unknown session is SessionNotFoundError.
         """
-        usage = dict(locals())
-        del usage["self"], usage["session_id"]
-        self._store.transact(lambda uow: uow.sessions.record_usage(session_id, **usage))
+        usage = UsageReport(
+            input_tokens,
+            output_tokens,
+            model,
+            cache_read_tokens,
+            cache_write_tokens,
+            reasoning_tokens,
+            estimated_cost_usd,
+            actual_cost_usd,
+            cost_status,
+            cost_source,
+            pricing_version,
+            billing_provider,
+            billing_base_url,
+            billing_mode,
+        )
+        self.record_usage(session_id, usage, absolute=absolute)
+
+    def record_usage(self, session_id: str, usage: UsageReport, *, absolute: bool = False) -> None:
+        """:meth:`update_token_counts` for a report already built as a :class:`UsageReport`."""
+        self._store.transact(
+            lambda uow: uow.sessions.record_usage(session_id, usage, absolute=absolute)
+        )
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
         """The session's row as a dict (every documented column, and the agent's
@@ -325,26 +305,9 @@ class SessionDB:
         the other callers' appends (:meth:`MessageRepository.append_checked
         <hermes_store.repositories.messages.MessageRepository.append_checked>`).
         """
-        shared = self._store.shared
-        if shared is not None and shared.has_company:
-            return self._store.transact(
-                append_work(
-                    session_id,
-                    role,
-                    content,
-                    tool_name,
-                    tool_calls,
-                    tool_call_id,
-                    token_count,
-                    finish_reason,
-                    reasoning,
-                    reasoning_details,
-                    codex_reasoning_items,
-                )
-            )
-        return self._store.transact(
-            lambda uow: uow.messages.append(
-                session_id,
+        return self.append(
+            session_id,
+            MessageIn(
                 role,
                 content,
                 tool_name,
@@ -355,8 +318,15 @@ class SessionDB:
                 reasoning,
                 reasoning_details,
                 codex_reasoning_items,
-            )
+            ),
         )
+
+    def append(self, session_id: str, message: MessageIn) -> int:
+        """:meth:`append_message` for a message already built as a :class:`MessageIn`."""
+        shared = self._store.shared
+        if shared is not None and shared.has_company:
+            return self._store.transact(append_work(session_id, message))
+        return self._store.transact(lambda uow: uow.messages.append(session_id, message))
 
     def append_messages(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Append a whole turn in one transaction: every message and its counters, or none.
@@ -418,10 +388,6 @@ class SessionDB:
     # ------------------------------------------------------------------
     # Search
     # ------------------------------------------------------------------
-    @staticmethod
-    def _sanitize_fts5_query(query: str) -> str:
-        return sanitize_fts5_query(query)
-
     def search_messages(
         self,
         query: str,

@@ -25,9 +25,9 @@ from sqlalchemy.sql.elements import TextClause
 
 if TYPE_CHECKING:
     from hermes_store.backends.durability import Durability
+    from hermes_store.backends.layout import Layout, LayoutCell
     from hermes_store.backends.policy import ContentionPolicy
     from hermes_store.errors import StoreError
-    from hermes_store.schema.layout import Layout, LayoutCell
     from hermes_store.schema.state import SchemaState
     from hermes_store.uow.failures import Failures
 
@@ -253,6 +253,16 @@ class Backend(Protocol):
 
     def rejected_query(self, error: DBAPIError) -> bool:
         """True when the database refused a search expression, not when it failed."""
+
+    def refuse_locked_sessions(
+        self, connection: Connection, layout: Layout, session_ids: Sequence[str]
+    ) -> None:
+        """Refuse an append to a session another program is compressing (file layouts)."""
+
+    def refuse_broken_deletes(
+        self, connection: Connection, layout: Layout, session_ids: Sequence[str]
+    ) -> None:
+        """Refuse a delete of messages the file's own triggers would fail on (file layouts)."""
 
     def search(self, connection: Connection, layout: Layout) -> SearchFeatures:
         """What search can use on ``connection``'s database of ``layout``."""

@@ -31,15 +31,65 @@ FIELDS = frozenset({"role", "token_count", *TEXT_FIELDS, *JSON_FIELDS})
 """Every field a message takes from its writer (the keyword arguments of ``append_message``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class MessageIn:
+    """One message as its writer hands it over: the fields of ``append_message``.
+
+    Built once by a facade (or by a service) and passed down whole, so the
+    layers below name a message, not its eleven keyword arguments. Nothing is
+    checked here: the repository checks it as it writes
+    (:func:`message_row`), where the error can name the field.
+    """
+
+    role: str
+    content: str | None = None
+    tool_name: str | None = None
+    tool_calls: Any = None
+    tool_call_id: str | None = None
+    token_count: int | None = None
+    finish_reason: str | None = None
+    reasoning: str | None = None
+    reasoning_details: Any = None
+    codex_reasoning_items: Any = None
+
+    def fields(self) -> dict[str, Any]:
+        """The message as the mapping :func:`message_row` checks (a turn's items are these)."""
+        return {
+            "role": self.role,
+            "content": self.content,
+            "tool_name": self.tool_name,
+            "tool_calls": self.tool_calls,
+            "tool_call_id": self.tool_call_id,
+            "token_count": self.token_count,
+            "finish_reason": self.finish_reason,
+            "reasoning": self.reasoning,
+            "reasoning_details": self.reasoning_details,
+            "codex_reasoning_items": self.codex_reasoning_items,
+        }
+
+    def checked(self, session_id: str) -> CheckedMessage:
+        """This message checked as an append checks it, for a shared transaction to write."""
+        return checked_message(session_id, self.fields())
+
+
 def tool_call_total(tool_calls: Any) -> int:
-    """How many calls a message carries: a list counts its items, anything else one."""
+    """How many calls a message carries: a list counts its items, anything else one.
+
+    The store's one counting rule, on the value before it is stored; what
+    :func:`stored_tool_call_total` gives for the text the value is stored as
+    (a list or tuple is stored as a JSON array, anything else as one value).
+    """
     if not tool_calls:
         return 0
     return len(tool_calls) if isinstance(tool_calls, list | tuple) else 1
 
 
 def stored_tool_call_total(raw: str) -> int:
-    """The same count for a stored ``tool_calls`` text (a check recomputing counters)."""
+    """The same count for a stored ``tool_calls`` text (a check recomputing counters).
+
+    A JSON array counts its items; anything else, text that is not JSON
+    included (another program wrote it), counts one.
+    """
     decoded = decode_json(raw)
     return len(decoded) if isinstance(decoded, list) else 1
 
@@ -135,14 +185,6 @@ def turn_rows(
         rows.append(message_row(session_id, message, stamp(index), index))
         calls += tool_call_total(message.get("tool_calls"))
     return rows, calls
-
-
-def decoded(row: dict[str, Any]) -> dict[str, Any]:
-    """A stored row with its JSON fields decoded in place (text that is not JSON stays text)."""
-    for name in JSON_FIELDS:
-        if row.get(name):
-            row[name] = decode_json(row[name])
-    return row
 
 
 def conversation_entry(row: Mapping[str, Any]) -> dict[str, Any]:

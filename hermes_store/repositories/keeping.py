@@ -24,11 +24,11 @@ from sqlalchemy import Integer, Text, bindparam, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.layout import KEEPING_COLUMNS, Layout
 from hermes_store.domain.arguments import bool_arg, int_arg, number_arg, text_arg
 from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS, like_escaped
 from hermes_store.errors import InvalidInputError, SchemaError, SessionNotFoundError
 from hermes_store.repositories.sessions import SessionRepository
-from hermes_store.schema.layout import KEEPING_COLUMNS, Layout
 
 SECONDS_PER_DAY = 86400.0
 MAX_CHAIN_STEPS = 100

@@ -41,8 +41,7 @@ from sqlalchemy.sql.elements import BindParameter, TextClause
 
 from hermes_store.backends import backend_of
 from hermes_store.backends.base import Backend
-from hermes_store.repositories.shapes import session_columns, sessions_from, shadowed
-from hermes_store.schema.layout import (
+from hermes_store.backends.layout import (
     LIVE_ROOTS_LISTING_INDEX,
     LIVE_ROOTS_SOURCE_LISTING_INDEX,
     PINNED_INDEX,
@@ -50,6 +49,7 @@ from hermes_store.schema.layout import (
     ROOTS_SOURCE_LISTING_INDEX,
     Layout,
 )
+from hermes_store.backends.shapes import session_columns, sessions_from, shadowed
 
 FULL_LISTING_INDEX = "idx_sessions_listing"
 """Revision 0010's index of every session in the listing's order (there wherever 0011's are)."""

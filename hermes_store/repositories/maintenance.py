@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends import backend_of
-from hermes_store.schema.layout import STANDARD, Layout
-
-
-def tool_call_total(raw: str) -> int:
-    """A stored ``tool_calls`` text's count: a JSON array counts its items, else one."""
-    try:
-        decoded = json.loads(raw)
-    except ValueError:
-        return 1
-    return len(decoded) if isinstance(decoded, list) else 1
-
+from hermes_store.backends.layout import STANDARD, Layout
 
 _REPAIR_COUNTERS = text(
     "UPDATE sessions SET message_count = :real_messages, tool_call_count = :real_tool_calls "

@@ -23,11 +23,19 @@ from sqlalchemy import bindparam, insert, literal_column, text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends import backend_of
+from hermes_store.backends.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.backends.prepared import Prepared
+from hermes_store.backends.shapes import (
+    live_messages,
+    message_columns,
+    shadowed,
+    writable_messages,
+)
 from hermes_store.domain.arguments import decode_json, number_arg, text_arg
 from hermes_store.domain.messages import (
     JSON_FIELDS,
     CheckedMessage,
+    MessageIn,
     conversation_entry,
     field_name,
     message_row,
@@ -36,18 +44,7 @@ from hermes_store.domain.messages import (
 )
 from hermes_store.domain.records import MessageRecord
 from hermes_store.errors import InvalidInputError, SessionNotFoundError
-from hermes_store.repositories.agent_guards import (
-    refuse_broken_deletes,
-    refuse_locked_sessions,
-)
 from hermes_store.repositories.sessions import SessionRepository
-from hermes_store.repositories.shapes import (
-    live_messages,
-    message_columns,
-    shadowed,
-    writable_messages,
-)
-from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import messages_table
 from hermes_store.schema.totals import KEPT_MESSAGE_COUNT, KEPT_MESSAGE_TRUSTED
 
@@ -222,29 +219,18 @@ class MessageRepository:
         self._clock = clock
 
     # -- writes ----------------------------------------------------------
-    def append(
-        self,
-        session_id: str,
-        role: str,
-        content: str | None = None,
-        tool_name: str | None = None,
-        tool_calls: Any = None,
-        tool_call_id: str | None = None,
-        token_count: int | None = None,
-        finish_reason: str | None = None,
-        reasoning: str | None = None,
-        reasoning_details: Any = None,
-        codex_reasoning_items: Any = None,
-    ) -> int:
+    def append(self, session_id: str, message: MessageIn) -> int:
         """Append one message and move the session's counters; the message's id.
 
         ``tool_calls`` (a list of calls, counted one each), ``reasoning_details``
         and ``codex_reasoning_items`` take any JSON-serializable value.
         """
         text_arg("session_id", session_id)
-        row = message_row(session_id, locals(), self._clock())
+        if not isinstance(message, MessageIn):
+            raise InvalidInputError(f"message must be a MessageIn, got {type(message).__name__}")
+        row = message_row(session_id, message.fields(), self._clock())
         self._admit((session_id,))
-        if not self._sessions._bump_counters(session_id, 1, tool_call_total(tool_calls)):
+        if not self._sessions.bump_counters(session_id, 1, tool_call_total(message.tool_calls)):
             raise SessionNotFoundError(session_id)
         return self._insert(row)
 
@@ -271,7 +257,7 @@ class MessageRepository:
                 count[1] += message.tool_calls
         self._admit(tuple(counts))
         for session_id, (added, calls) in counts.items():
-            if not self._sessions._bump_counters(session_id, added, calls):
+            if not self._sessions.bump_counters(session_id, added, calls):
                 raise SessionNotFoundError(session_id)
         return insert_rows(self._c, self._layout, rows)
 
@@ -290,7 +276,7 @@ class MessageRepository:
                 raise SessionNotFoundError(session_id)
             return []
         self._admit((session_id,))
-        if not self._sessions._bump_counters(session_id, len(rows), calls):
+        if not self._sessions.bump_counters(session_id, len(rows), calls):
             raise SessionNotFoundError(session_id)
         return insert_rows(self._c, self._layout, rows)
 
@@ -330,16 +316,16 @@ class MessageRepository:
         if not rows:
             return []
         self._admit((session_id,))
-        if not self._sessions._bump_counters(session_id, len(rows), calls):
+        if not self._sessions.bump_counters(session_id, len(rows), calls):
             raise SessionNotFoundError(session_id)
         return insert_rows(self._c, self._layout, rows)
 
     def clear(self, session_id: str) -> None:
         """Delete a session's messages but keep the session, its counters back to zero."""
         text_arg("session_id", session_id)
-        if not self._sessions._zero_counters(session_id):
+        if not self._sessions.zero_counters(session_id):
             raise SessionNotFoundError(session_id)
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        backend_of(self._c).refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(self._s.delete_for_session, {"p_id": session_id})
 
     def delete_rows_of(self, session_id: str) -> None:
@@ -348,7 +334,7 @@ class MessageRepository:
         The counters are left as they are because the session row goes next
         (the ORM flush's rule for a deleted session, :mod:`hermes_store.uow.orm`).
         """
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        backend_of(self._c).refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(self._s.delete_for_session, {"p_id": session_id})
 
     def _insert(self, row: dict[str, Any]) -> int:
@@ -357,7 +343,7 @@ class MessageRepository:
 
     def _admit(self, session_ids: Sequence[str]) -> None:
         if self._layout.compression_locks:
-            refuse_locked_sessions(self._c, self._layout, session_ids)
+            backend_of(self._c).refuse_locked_sessions(self._c, self._layout, session_ids)
 
     def _ids_taken(self, ids: Sequence[int]) -> bool:
         taken = self._c.execute(_IDS_TAKEN, {"p_ids": list(ids)}).first()

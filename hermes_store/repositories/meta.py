@@ -11,9 +11,9 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.layout import META_TABLE, Layout
 from hermes_store.domain.arguments import text_arg
 from hermes_store.errors import SchemaError
-from hermes_store.schema.layout import META_TABLE, Layout
 
 _GET = text(f"SELECT value FROM {META_TABLE} WHERE key = :p_key")
 _SET = text(

@@ -16,10 +16,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.layout import MESSAGE_COLUMNS, Layout
+from hermes_store.backends.shapes import live_messages, message_columns, shadowed
 from hermes_store.domain.arguments import int_arg, text_arg
 from hermes_store.repositories.messages import decode_row
-from hermes_store.repositories.shapes import live_messages, message_columns, shadowed
-from hermes_store.schema.layout import MESSAGE_COLUMNS, Layout
 
 _BEFORE = "(m.timestamp < :p_ts OR (m.timestamp = :p_ts AND m.id < :p_mid))"
 _AFTER = "(m.timestamp > :p_ts OR (m.timestamp = :p_ts AND m.id > :p_mid))"

@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.backends import backend_of
+from hermes_store.backends.layout import BIGRAM_TABLE, STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
 from hermes_store.backends.prepared import Prepared
 from hermes_store.domain.arguments import INT64_MAX, bool_arg, int_arg, names_arg
 from hermes_store.domain.bigrams import branch_grams
@@ -24,7 +25,6 @@ from hermes_store.domain.records import ContextLine, SearchHit
 from hermes_store.domain.search_options import SORT_WINDOW, capped_query, sort_arg, time_ordered
 from hermes_store.domain.substrings import has_cjk, make_snippet, substring_query
 from hermes_store.errors import InvalidInputError
-from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
 
 CONTEXT_CHARS = 200
 
@@ -110,7 +110,7 @@ _GRAM_PROBE_CAP = 5_000
 class SearchRepository:
     """Runs the dialect's search statements; callers pass an already sanitized query.
 
-    On SQLite it uses the indexes the file has (see :mod:`hermes_store.schema.layout`):
+    On SQLite it uses the indexes the file has (see :mod:`hermes_store.backends.layout`):
     the word index in any of its shapes, the trigram index when there is one
     this process can read, and substring scans otherwise.
     """

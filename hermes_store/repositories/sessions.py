@@ -32,7 +32,14 @@ from sqlalchemy.sql.elements import BindParameter
 
 from hermes_store.backends import backend_of
 from hermes_store.backends.base import Backend
+from hermes_store.backends.layout import SESSION_COLUMNS, STANDARD, Layout
 from hermes_store.backends.prepared import Prepared
+from hermes_store.backends.shapes import (
+    session_columns,
+    sessions_from,
+    shadowed,
+    writable_sessions,
+)
 from hermes_store.domain.arguments import (
     INT64_MAX,
     bool_arg,
@@ -45,36 +52,21 @@ from hermes_store.domain.arguments import (
 from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.domain.records import LineageEntry, ModelUsage, SessionRecord, TopSession
 from hermes_store.domain.titles import clean_title, lineage_base, lineage_number, next_in_lineage
+from hermes_store.domain.usage import (
+    BILLING_LABELS,
+    COST_FIELDS,
+    COST_LABELS,
+    ROUTE_LABELS,
+    TOKEN_COUNTERS,
+    UsageReport,
+)
 from hermes_store.errors import InvalidInputError, SessionNotFoundError, TitleConflictError
 from hermes_store.repositories import listing as _listing
-from hermes_store.repositories.agent_guards import refuse_broken_deletes
-from hermes_store.repositories.shapes import (
-    session_columns,
-    sessions_from,
-    shadowed,
-    writable_sessions,
-)
 from hermes_store.schema import totals
-from hermes_store.schema.layout import SESSION_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import FLOAT, messages_table, sessions_table
 
 S = sessions_table
 M = messages_table
-
-TOKEN_COUNTERS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
-COST_FIELDS = ("estimated_cost_usd", "actual_cost_usd")
-COST_LABELS = ("cost_status", "cost_source", "pricing_version")
-"""What the latest usage report says about the cost: given values replace the stored ones."""
-ROUTE_LABELS = ("billing_provider", "billing_base_url", "billing_mode")
-"""Where the session is billed: filled in once, then kept, like ``model`` (the old class's
-``COALESCE(billing_provider, ?)``): one row cannot stand for usage on several providers."""
-BILLING_LABELS = COST_LABELS + ROUTE_LABELS
 
 
 def _p(name: str, type_: Any = None) -> BindParameter[Any]:
@@ -189,24 +181,6 @@ _DESCENDANTS = """
     )
     SELECT id, title, started_at, parent_session_id FROM descendants
     """
-_RECENT = """
-    SELECT {columns},
-        COALESCE(
-            (SELECT SUBSTR(m.content, 1, 63)
-             FROM messages m
-             WHERE m.session_id = s.id AND m.role = 'user' AND m.content IS NOT NULL
-             ORDER BY m.timestamp, m.id LIMIT 1),
-            ''
-        ) AS preview,
-        COALESCE(
-            (SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id),
-            s.started_at
-        ) AS last_active
-    FROM {sessions}
-    WHERE (:p_source IS NULL OR s.source = :p_source)
-    ORDER BY s.started_at DESC
-    LIMIT :p_limit OFFSET :p_offset
-"""
 _TOKENS_BY_MODEL = """
     SELECT model,
            COUNT(*) as session_count,
@@ -251,7 +225,6 @@ class _Reads:
 
     get: Prepared
     by_title: Any
-    recent: Any
     list: Any
     all: Prepared
     count: Any
@@ -295,7 +268,6 @@ def _reads_for(layout: Layout) -> _Reads:
     return _Reads(
         get=Prepared(read(_GET)),
         by_title=read(_BY_TITLE),
-        recent=sourced(_RECENT),
         list=sourced(_LIST),
         all=Prepared(sourced(_ALL)),
         count=sourced(_COUNT),
@@ -661,7 +633,7 @@ class SessionRepository:
     def delete(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""
         text_arg("session_id", session_id)
-        refuse_broken_deletes(self._c, self._layout, (session_id,))
+        self._backend.refuse_broken_deletes(self._c, self._layout, (session_id,))
         self._c.execute(_ORPHAN_CHILDREN, {"p_id": session_id})
         self._c.execute(_DELETE_MESSAGES, {"p_id": session_id})
         deleted = self._changed(_DELETE, {"p_id": session_id})
@@ -707,7 +679,7 @@ class SessionRepository:
         found = [(row[0], int(row[1])) for row in self._c.execute(self._prunes.plan, params)]
         for start in range(0, len(found), _GUARD_CHUNK):
             chunk = [session_id for session_id, _ in found[start : start + _GUARD_CHUNK]]
-            refuse_broken_deletes(self._c, self._layout, chunk)
+            self._backend.refuse_broken_deletes(self._c, self._layout, chunk)
         return found
 
     def text_sizes(self, session_ids: Sequence[str]) -> dict[str, tuple[int, int, int]]:
@@ -765,7 +737,7 @@ class SessionRepository:
             return 0
         calls = sum(stored_tool_call_total(raw) for _, raw in rows if raw)
         self._c.execute(_DELETE_MESSAGE_IDS, {"p_ids": [row[0] for row in rows]})
-        self._bump_counters(session_id, -len(rows), -calls)
+        self.bump_counters(session_id, -len(rows), -calls)
         return len(rows)
 
     def merge_fts_step(self) -> None:
@@ -787,7 +759,7 @@ class SessionRepository:
         return {"system_prompt": None, "system_prompt_hash": key}
 
     # -- counters --------------------------------------------------------
-    def _bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
+    def bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
         """Add to the counters in one atomic UPDATE; False if the session is unknown.
 
         Only the messages repository and a unit's ORM flush (:mod:`hermes_store.uow.orm`)
@@ -796,30 +768,12 @@ class SessionRepository:
         params = {"p_id": session_id, "p_messages": messages, "p_tool_calls": tool_calls}
         return _BUMP_COUNTERS.rowcount(self._c, params) > 0
 
-    def _zero_counters(self, session_id: str) -> bool:
+    def zero_counters(self, session_id: str) -> bool:
+        """Both counters to zero, the session's messages being cleared; False if unknown."""
         params = {"p_id": session_id, "p_messages": 0, "p_tool_calls": 0}
         return self._changed(_SET_COUNTERS, params)
 
-    def record_usage(
-        self,
-        session_id: str,
-        *,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        model: str | None = None,
-        cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0,
-        reasoning_tokens: int = 0,
-        estimated_cost_usd: float | None = None,
-        actual_cost_usd: float | None = None,
-        cost_status: str | None = None,
-        cost_source: str | None = None,
-        pricing_version: str | None = None,
-        billing_provider: str | None = None,
-        billing_base_url: str | None = None,
-        billing_mode: str | None = None,
-        absolute: bool = False,
-    ) -> None:
+    def record_usage(self, session_id: str, usage: UsageReport, *, absolute: bool = False) -> None:
         """Add a usage report to the token and cost counters, or set them (``absolute``).
 
         As the old class: ``model`` and the route (``billing_provider``,
@@ -834,31 +788,32 @@ class SessionRepository:
         SessionNotFoundError.
         """
         text_arg("session_id", session_id)
-        arguments = locals()
-        usage: dict[str, Any] = {"model": text_arg("model", model, optional=True)}
+        if not isinstance(usage, UsageReport):
+            raise InvalidInputError(f"usage must be a UsageReport, got {type(usage).__name__}")
+        checked: dict[str, Any] = {"model": text_arg("model", usage.model, optional=True)}
         # Counters only grow: a negative increment would make them disagree with the usage.
         for name in TOKEN_COUNTERS:
-            usage[name] = int_arg(name, arguments[name], minimum=0)
+            checked[name] = int_arg(name, getattr(usage, name), minimum=0)
         for name in COST_FIELDS:
-            usage[name] = number_arg(name, arguments[name], optional=True, minimum=0.0)
+            checked[name] = number_arg(name, getattr(usage, name), optional=True, minimum=0.0)
         for name in BILLING_LABELS:
-            usage[name] = text_arg(name, arguments[name], optional=True)
+            checked[name] = text_arg(name, getattr(usage, name), optional=True)
         if not isinstance(absolute, bool):
             raise InvalidInputError(f"absolute must be a bool, got {type(absolute).__name__}")
-        params = {f"p_{name}": value for name, value in usage.items()}
+        params = {f"p_{name}": value for name, value in checked.items()}
         params["p_id"] = session_id
         if absolute:
             self._require(self._changed(_SET_USAGE, params), session_id)
             return
         for name in TOKEN_COUNTERS:
-            params[f"p_{name}_room"] = INT64_MAX - usage[name]
+            params[f"p_{name}_room"] = INT64_MAX - checked[name]
         params["p_float_max"] = sys.float_info.max
         if self._changed(_ADD_USAGE, params):
             return
         stored = self._r.get.first(self._c, {"p_id": session_id})
         if stored is None:
             raise SessionNotFoundError(session_id)
-        raise _overflow(stored, usage)
+        raise _overflow(stored, checked)
 
     # -- titles ----------------------------------------------------------
     def set_title(self, session_id: str, title: str | None) -> bool:
@@ -954,11 +909,6 @@ class SessionRepository:
         text_arg("session_id", session_id)
         rows = self._rows(self._r.descendants, {"p_id": session_id})
         return [LineageEntry(**row) for row in rows]
-
-    def recent(self, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
-        """The document's recent-sessions query: newest first, a raw 63-character preview."""
-        params = {"p_source": source, "p_limit": limit, "p_offset": offset}
-        return self._rows(self._r.recent, params)
 
     def listing(
         self,

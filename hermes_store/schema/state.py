@@ -14,7 +14,7 @@ revisions never write a number above the document's 6: what we add beyond
 the document (the trigram index of revision 0007, ...) is known by the
 Alembic revision alone, and ``schema_version`` stays 6. A file whose
 ``schema_version`` is 7 or more was moved on by the agent's own code; it
-is used as it is (see :mod:`hermes_store.schema.layout`) and never migrated here.
+is used as it is (see :mod:`hermes_store.backends.layout`) and never migrated here.
 """
 
 from __future__ import annotations

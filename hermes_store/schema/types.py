@@ -14,7 +14,7 @@ value, and the other way round.
 
 The store's own statements never bind through this type: they bind text they
 have already checked and encoded, through clauses typed with
-:func:`~hermes_store.repositories.shapes.storage_type` (plain ``Text``), so no
+:func:`~hermes_store.backends.shapes.storage_type` (plain ``Text``), so no
 value is encoded twice.
 """
 

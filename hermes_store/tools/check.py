@@ -16,7 +16,7 @@ or invalid (repaired by rebuilding it); counters as on SQLite.
 
 On SQLite every full-text index the file has is checked and, when stale,
 rebuilt, in whichever layout the file keeps it (ours, or one of the agent's
-own schema versions: see :mod:`hermes_store.schema.layout`).
+own schema versions: see :mod:`hermes_store.backends.layout`).
 
 A SQLite file with damaged pages gets a survey instead of the later checks
 (which would only stop at the first damaged page): which tables and indexes
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from hermes_store.backends.layout import Layout
 from hermes_store.backends.sqlite import library
 from hermes_store.backends.sqlite.health import check_fts_indexes
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.stored_text import rewrite_undecodable, undecodable_rows
 from hermes_store.errors import ReadOnlyStoreError, StoreCorruptError
 from hermes_store.repositories.maintenance import MaintenanceRepository
-from hermes_store.schema.layout import Layout
 from hermes_store.tools.recovery.survey import DamageSurvey, survey
 from hermes_store.uow.store import Store
 

@@ -28,7 +28,7 @@ rest: stop the writers first, since a session copied earlier is not updated
 by a later run (its new messages are copied, its counters are not).
 
 The source is opened read-only and read in its own layout (see
-:mod:`hermes_store.schema.layout`): an old file is not migrated to be copied, and a
+:mod:`hermes_store.backends.layout`): an old file is not migrated to be copied, and a
 file of the agent's later schema versions gives the documented columns --
 system prompts looked up where v25 keeps them, and only the agent's live
 messages (rows it rewound or compacted away, ``active = 0``, are not part of
@@ -47,9 +47,9 @@ from sqlalchemy import bindparam, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection
 
+from hermes_store.backends.layout import STANDARD, Layout
 from hermes_store.backends.postgresql.health import advance_message_identity
-from hermes_store.errors import StoreError
-from hermes_store.repositories.shapes import (
+from hermes_store.backends.shapes import (
     live_messages,
     message_columns,
     session_columns,
@@ -58,7 +58,7 @@ from hermes_store.repositories.shapes import (
     writable_messages,
     writable_sessions,
 )
-from hermes_store.schema.layout import STANDARD, Layout
+from hermes_store.errors import StoreError
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
 

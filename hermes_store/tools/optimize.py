@@ -36,9 +36,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_store.backends.layout import Layout
+from hermes_store.backends.sqlite.fts5_commands import optimize_sql
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreLockedError
-from hermes_store.schema.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def optimize(
                 report,
                 path,
                 f"FTS optimize {index.name}",
-                index.optimize_sql,
+                optimize_sql(index),
                 patience_s,
             )
         if vacuum:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.engine import Engine
 
@@ -36,11 +36,17 @@ from hermes_store.backends import backend_of
 
 if TYPE_CHECKING:
     from hermes_store.uow.connections import ThreadConnections
-    from hermes_store.uow.group import SharedCommits
+
+
+class ForkedQueue(Protocol):
+    """A queue of calls shared between threads (shared commits): the child drops the parent's."""
+
+    def forget_the_parents_calls(self) -> None: ...
+
 
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 _CONNECTIONS: weakref.WeakSet[ThreadConnections] = weakref.WeakSet()
-_SHARED: weakref.WeakSet[SharedCommits] = weakref.WeakSet()
+_SHARED: weakref.WeakSet[ForkedQueue] = weakref.WeakSet()
 _INHERITED: list[Any] = []
 """What the child must neither use nor close: referenced so that no finalizer touches it."""
 
@@ -51,7 +57,7 @@ def watch(engine: Engine, connections: ThreadConnections) -> None:
     _CONNECTIONS.add(connections)
 
 
-def watch_shared(shared: SharedCommits) -> None:
+def watch_shared(shared: ForkedQueue) -> None:
     """Have a child process forget ``shared``'s queue and leader after a fork."""
     _SHARED.add(shared)
 
@@ -72,7 +78,7 @@ def _forget_the_parents_connections() -> None:
     # keeps the inherited ones referenced, untouched, as it keeps busy ones.
     close_idle = _PARENT_THREADS[0] <= 1
     for shared in list(_SHARED):
-        shared._forget_the_parents_calls()
+        shared.forget_the_parents_calls()
     for connections in list(_CONNECTIONS):
         _INHERITED.extend(connections.forget_inherited(close_idle))
     for engine in list(_ENGINES):

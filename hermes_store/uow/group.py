@@ -226,7 +226,7 @@ class SharedCommits:
         self.calls = 0
         """Calls that ran inside a group."""
 
-    def _forget_the_parents_calls(self) -> None:
+    def forget_the_parents_calls(self) -> None:
         """In a child after ``fork``: the parent's queued calls and leader are not ours.
 
         The threads that made them do not exist here; a leader flag or a

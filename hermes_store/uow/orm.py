@@ -29,10 +29,10 @@ run in ``before_flush``, before any row is written):
   another session holds is a :class:`~hermes_store.errors.TitleConflictError`;
 * a message added, deleted or moved keeps its session's ``message_count`` and
   ``tool_call_count`` exact: one ``UPDATE ... SET n = n + :k`` per session per
-  flush (:meth:`SessionRepository._bump_counters
-  <hermes_store.repositories.sessions.SessionRepository._bump_counters>`), the
+  flush (:meth:`SessionRepository.bump_counters
+  <hermes_store.repositories.sessions.SessionRepository.bump_counters>`), the
   counts by the rule the health check recounts with
-  (:func:`~hermes_store.repositories.maintenance.tool_call_total`); a message
+  (:func:`~hermes_store.domain.messages.stored_tool_call_total`); a message
   of a session that does not exist is
   :class:`~hermes_store.errors.SessionNotFoundError` and nothing is written;
 * a session deleted through the ORM follows the store's rule: its messages
@@ -65,7 +65,9 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm.state import InstanceState
 from sqlalchemy.sql.sqltypes import REAL
 
+from hermes_store.backends.layout import MESSAGE_COLUMNS, SESSION_COLUMNS, Layout
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
+from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.domain.titles import clean_title
 from hermes_store.errors import (
     InvalidInputError,
@@ -74,10 +76,8 @@ from hermes_store.errors import (
     SessionNotFoundError,
     TitleConflictError,
 )
-from hermes_store.repositories.maintenance import tool_call_total
 from hermes_store.repositories.messages import MessageRepository
 from hermes_store.repositories.sessions import SessionRepository
-from hermes_store.schema.layout import MESSAGE_COLUMNS, SESSION_COLUMNS, Layout
 from hermes_store.schema.models import Message, Session
 from hermes_store.schema.state import Ladder
 from hermes_store.schema.types import JSONText
@@ -345,7 +345,7 @@ class FlushRules:
                 row.message_count = (row.message_count or 0) + messages
                 row.tool_call_count = (row.tool_call_count or 0) + tool_calls
                 continue
-            if not self.sessions._bump_counters(session_id, messages, tool_calls):
+            if not self.sessions.bump_counters(session_id, messages, tool_calls):
                 self._undo(bumped)
                 raise SessionNotFoundError(session_id)
             bumped.append((session_id, messages, tool_calls))
@@ -354,7 +354,7 @@ class FlushRules:
     def _undo(self, bumped: Iterable[tuple[str, int, int]]) -> None:
         """Take back this flush's counter updates: a refused flush leaves nothing written."""
         for session_id, messages, tool_calls in bumped:
-            self.sessions._bump_counters(session_id, -messages, -tool_calls)
+            self.sessions.bump_counters(session_id, -messages, -tool_calls)
 
     def _delete_messages_of(self, session: OrmSession, doomed: set[str]) -> None:
         """The store's rule for a deleted session: its messages go first, in one statement.
@@ -383,7 +383,7 @@ def tool_calls_counted(value: Any) -> int:
     items, one for anything else.
     """
     encoded = _TOOL_CALLS.encode(value)
-    return 0 if encoded is None else tool_call_total(encoded)
+    return 0 if encoded is None else stored_tool_call_total(encoded)
 
 
 def _state(obj: Any) -> InstanceState[Any]:

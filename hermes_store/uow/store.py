@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, NoSuchModuleError
 
 from hermes_store.backends import backend_named, create_store_engine
 from hermes_store.backends.durability import Durability
+from hermes_store.backends.layout import STANDARD, Layout, LayoutCell
 from hermes_store.backends.location import resolve_url, sqlite_file
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.domain.arguments import number_arg
@@ -33,7 +34,6 @@ from hermes_store.errors import (
     StoreError,
     UnknownBackendError,
 )
-from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
 from hermes_store.schema.state import (
     HEAD_SCHEMA_VERSION,
     Ladder,
@@ -266,7 +266,7 @@ class Store:
 
     @property
     def layout(self) -> Layout:
-        """The layout the store reads the file in (see :mod:`hermes_store.schema.layout`)."""
+        """The layout the store reads the file in (see :mod:`hermes_store.backends.layout`)."""
         if self._layouts is None:
             return STANDARD
         return self._layouts.layout

@@ -6,7 +6,7 @@ logical operation::
 
     with store.write() as uow:
         uow.sessions.create("s1", "cli")
-        uow.messages.append("s1", "user", "hello")  # its counters move with it
+        uow.messages.append("s1", MessageIn("user", "hello"))  # its counters move with it
     # committed here; an exception inside the block rolls everything back
 
 A write unit begins with ``BEGIN IMMEDIATE`` (see :mod:`hermes_store.backends.sqlite.engine`;
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from sqlalchemy.engine import Connection, RootTransaction
 
 from hermes_store.backends.base import Backend, DriverRules
+from hermes_store.backends.layout import STANDARD, Layout, LayoutCell
 from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
 from hermes_store.backends.prepared import driver_error
 from hermes_store.errors import StoreError
-from hermes_store.schema.layout import STANDARD, Layout, LayoutCell
 from hermes_store.uow.connections import KeptConnection, ThreadConnections
 from hermes_store.uow.failures import Failures
 
@@ -88,7 +88,10 @@ class UnitOfWork:
     """
 
     layout: Layout
-    """The file's layout as this unit's transaction sees it (:mod:`hermes_store.schema.layout`)."""
+    """The file's layout as this unit's transaction sees it.
+
+    See :mod:`hermes_store.backends.layout`.
+    """
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ the totals: its writers run concurrently, and one row that every append
 updates would queue all of them behind each other's commits.
 
 A file of the agent's own schema versions never runs this revision; its
-reports keep the exact aggregates (see :mod:`hermes_store.schema.layout`).
+reports keep the exact aggregates (see :mod:`hermes_store.backends.layout`).
 
 Revision ID: 0011
 Revises: 0010

@@ -10,7 +10,7 @@ so opening a SQLite file never imports psycopg or this dialect.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,9 +23,9 @@ from sqlalchemy.sql.elements import TextClause
 if TYPE_CHECKING:
     from hermes_store.backends.base import DriverRules, FileWatch, Health, SearchFeatures
     from hermes_store.backends.durability import Durability
+    from hermes_store.backends.layout import Layout, LayoutCell
     from hermes_store.backends.policy import ContentionPolicy
     from hermes_store.errors import StoreError
-    from hermes_store.schema.layout import Layout, LayoutCell
     from hermes_store.schema.state import SchemaState
     from hermes_store.uow.failures import Failures
 
@@ -186,6 +186,16 @@ class PostgresqlBackend:
     def rejected_query(self, error: DBAPIError) -> bool:
         """A tsquery syntax error or one too complex to evaluate."""
         return getattr(error.orig, "sqlstate", None) in _REJECTED_QUERY_SQLSTATES
+
+    def refuse_locked_sessions(
+        self, connection: Connection, layout: Layout, session_ids: Sequence[str]
+    ) -> None:
+        """Nothing to refuse: only the agent's files carry compression locks."""
+
+    def refuse_broken_deletes(
+        self, connection: Connection, layout: Layout, session_ids: Sequence[str]
+    ) -> None:
+        """Nothing to refuse: only the agent's v10 files have triggers that fail deletes."""
 
     def search(self, connection: Connection, layout: Layout) -> SearchFeatures:
         """The stored tsvector and pg_trgm (:mod:`.search`)."""

@@ -10,7 +10,6 @@ are valid, and repairing rebuilds them. There are no kept totals.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -18,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends.postgresql.word_index import WORD_INDEX, WORD_INDEX_DDL
+from hermes_store.domain.messages import stored_tool_call_total
 
 # PostgreSQL: the message counts in SQL; tool calls are counted in Python by the
 # same rule (a cast of a malformed JSON text would abort the whole check there).
@@ -59,15 +59,6 @@ _INDEX_STATE = text(
       AND c.relname IN ('idx_messages_fts', 'idx_messages_content_trgm')
     """
 )
-
-
-def _tool_call_total(raw: str) -> int:
-    """A stored ``tool_calls`` text's count: a JSON array counts its items, else one."""
-    try:
-        decoded = json.loads(raw)
-    except ValueError:
-        return 1
-    return len(decoded) if isinstance(decoded, list) else 1
 
 
 def advance_message_identity(connection: Connection) -> None:
@@ -113,7 +104,7 @@ class PostgresqlHealth:
         """Message counts in SQL; tool calls counted in Python by the append's rule."""
         calls: Counter[str] = Counter()
         for session_id, raw in self._c.execute(_TOOL_CALLS):
-            calls[session_id] += _tool_call_total(raw)
+            calls[session_id] += stored_tool_call_total(raw)
         wrong = []
         for row in self._c.execute(_MESSAGE_COUNTS).mappings():
             counted = {**row, "real_tool_calls": calls[row["id"]]}

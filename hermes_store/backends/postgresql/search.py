@@ -25,12 +25,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.layout import WORD_INDEX as STORE_WORD_INDEX
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
 from hermes_store.backends.sqlite.search import match_statement
 from hermes_store.domain.substrings import TRIGRAM
-from hermes_store.schema.layout import WORD_INDEX as STORE_WORD_INDEX
 
 # The headline reads no further than the vector covers, which also bounds
 # its cost on a huge message.

@@ -11,7 +11,7 @@ PostgreSQL dialect (the command line's start-up).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -21,12 +21,14 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.sqlite import agent_guards
+
 if TYPE_CHECKING:
     from hermes_store.backends.base import DriverRules, FileWatch, Health, SearchFeatures
     from hermes_store.backends.durability import Durability
+    from hermes_store.backends.layout import Layout, LayoutCell
     from hermes_store.backends.policy import ContentionPolicy
     from hermes_store.errors import StoreError
-    from hermes_store.schema.layout import Layout, LayoutCell
     from hermes_store.schema.state import SchemaState
     from hermes_store.uow.failures import Failures
 
@@ -147,7 +149,9 @@ class SqliteBackend:
 
     def refresh_layout(self, cell: LayoutCell, connection: Connection, state: SchemaState) -> None:
         """The layout read on the driver's connection (ours, or the agent's)."""
-        cell.refresh(cast(Any, connection.connection.driver_connection), state)
+        from hermes_store.backends.sqlite.layout import refresh
+
+        refresh(cell, cast(Any, connection.connection.driver_connection), state)
 
     def current_layout(
         self, cell: LayoutCell, connection: Connection, dbapi_connection: Any, *, write: bool
@@ -157,20 +161,21 @@ class SqliteBackend:
         Read inside the unit's transaction, so that the layout and the
         statements that follow see the same schema. A write unit on a file
         whose cjk index this process cannot run first does what the agent's
-        own code does then (see :func:`~hermes_store.schema.layout.drop_unusable_cjk_triggers`).
+        own code does then (see
+        :func:`~hermes_store.backends.sqlite.layout.drop_unusable_cjk_triggers`).
         """
         (cookie,) = dbapi_connection.execute("PRAGMA schema_version").fetchone()
         layout = cell.layout
         if cookie == cell.cookie and not (write and layout.cjk_degrade_needed):
             return layout  # the common case: nothing more to import or read
-        from hermes_store.schema.layout import drop_unusable_cjk_triggers
+        from hermes_store.backends.sqlite.layout import drop_unusable_cjk_triggers, refresh
         from hermes_store.schema.state import read_schema_state
 
         if cookie != cell.cookie:
-            layout = cell.refresh(dbapi_connection, read_schema_state(connection))
+            layout = refresh(cell, dbapi_connection, read_schema_state(connection))
         if write and layout.cjk_degrade_needed:
             drop_unusable_cjk_triggers(dbapi_connection, layout)
-            layout = cell.refresh(dbapi_connection, read_schema_state(connection))
+            layout = refresh(cell, dbapi_connection, read_schema_state(connection))
         return layout
 
     def create_engine(
@@ -225,7 +230,9 @@ class SqliteBackend:
         """One bounded FTS5 merge step for each index this process can load."""
         if pages <= 0:
             return []
-        return [index.merge_sql(pages) for index in layout.fts_indexes() if index.usable]
+        from hermes_store.backends.sqlite.fts5_commands import merge_sql
+
+        return [merge_sql(index, pages) for index in layout.fts_indexes() if index.usable]
 
     def rejected_query(self, error: DBAPIError) -> bool:
         """A MATCH FTS5 cannot parse is a plain SQLITE_ERROR ("fts5: syntax error near ...")."""
@@ -233,6 +240,18 @@ class SqliteBackend:
 
         code = getattr(error.orig, "sqlite_errorcode", None)
         return code is not None and bool(code == sqlite3.SQLITE_ERROR)
+
+    def refuse_locked_sessions(
+        self, connection: Connection, layout: Layout, session_ids: Sequence[str]
+    ) -> None:
+        """The agent's compression locks (v25 files): :mod:`.agent_guards`."""
+        agent_guards.refuse_locked_sessions(connection, layout, session_ids)
+
+    def refuse_broken_deletes(
+        self, connection: Connection, layout: Layout, session_ids: Sequence[str]
+    ) -> None:
+        """The agent's v10 inline indexes fail every delete: :mod:`.agent_guards`."""
+        agent_guards.refuse_broken_deletes(connection, layout, session_ids)
 
     def search(self, connection: Connection, layout: Layout) -> SearchFeatures:
         """The indexes ``layout`` has that this process can read."""

@@ -13,9 +13,10 @@ from typing import Any, cast
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.layout import Layout
+from hermes_store.backends.sqlite.fts5_commands import integrity_check_sql, rebuild_statements
 from hermes_store.backends.sqlite.integrity import page_findings
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.schema.layout import Layout
 from hermes_store.schema.totals import KEPT_TOTALS_INTACT, fill_totals, totals_problems
 
 # What the counters would be if recomputed from the messages themselves. A
@@ -60,7 +61,7 @@ def check_fts_indexes(dbapi_connection: sqlite3.Connection, layout: Layout) -> d
         if not index.usable:
             continue
         try:
-            dbapi_connection.execute(index.integrity_check_sql)
+            dbapi_connection.execute(integrity_check_sql(index))
         except sqlite3.DatabaseError as error:
             problems[index.name] = _fts_complaint(error)
     return problems
@@ -115,5 +116,5 @@ class SqliteHealth:
         """FTS5's ``rebuild`` of each named index of the layout."""
         for index in self._layout.fts_indexes():
             if index.name in names:
-                for statement in index.rebuild_statements():
+                for statement in rebuild_statements(index):
                     self._c.exec_driver_sql(statement)

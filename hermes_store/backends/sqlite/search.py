@@ -4,7 +4,7 @@
 :class:`SqliteSearch` (through the :class:`~hermes_store.backends.base.Backend`
 protocol) for the statement of a search, a rank window's edge and the
 window itself; what the file has (which indexes, in which of the agent's
-layouts) comes from its :class:`~hermes_store.schema.layout.Layout`. The
+layouts) comes from its :class:`~hermes_store.backends.layout.Layout`. The
 substring scan of :func:`match_statement` (``index=None``, no anchors) is
 portable SQL: PostgreSQL runs it with ``ILIKE``.
 """
@@ -19,12 +19,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.layout import BIGRAM_TABLE, SEARCH_FILTER_INDEX, WORD_INDEX, Layout
 from hermes_store.backends.search_filters import filter_sql
+from hermes_store.backends.shapes import searchable_messages
 from hermes_store.backends.sqlite.fts_vocabulary import terms_under
 from hermes_store.domain.arguments import INT64_MAX
 from hermes_store.domain.prefixes import TOKENIZERS, spell_out
-from hermes_store.repositories.shapes import searchable_messages
-from hermes_store.schema.layout import BIGRAM_TABLE, SEARCH_FILTER_INDEX, WORD_INDEX, Layout
 
 _ROWID_LOW = -INT64_MAX - 1
 

@@ -40,13 +40,13 @@ from sqlalchemy import bindparam, insert, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from hermes_store.backends.layout import BIGRAM_TABLE, STANDARD
+from hermes_store.backends.shapes import writable_sessions
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
 from hermes_store.repositories.maintenance import MaintenanceRepository
 from hermes_store.repositories.messages import insert_rows
-from hermes_store.repositories.shapes import writable_sessions
 from hermes_store.schema.bigram_index import driver_connection, fill_bigrams
-from hermes_store.schema.layout import BIGRAM_TABLE, STANDARD
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, fill_totals
 from hermes_store.tools.backup import COUNT_ROWS

@@ -32,8 +32,8 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, Table, Text
 
+from hermes_store.backends.shapes import storage_type
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from hermes_store.repositories.shapes import storage_type
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.tools.recovery.pages import (
     TABLE_LEAF,

@@ -8,7 +8,7 @@ hash is kept on the row. Where messages carry the agent's ``active`` flag,
 a read sees what the agent's own code shows: live rows for a conversation,
 live and compaction-archived rows for search (rewound rows are hidden).
 
-Each function is cached per :class:`~hermes_store.schema.layout.Layout`, so a
+Each function is cached per :class:`~hermes_store.backends.layout.Layout`, so a
 statement is built once per shape of file, not per call.
 """
 
@@ -21,11 +21,7 @@ from sqlalchemy import Integer, Table, TypeDecorator, column, table
 from sqlalchemy.sql.expression import TableClause
 from sqlalchemy.types import TypeEngine
 
-from hermes_store.schema.layout import (
-    MESSAGE_COLUMNS,
-    SESSION_COLUMNS,
-    Layout,
-)
+from hermes_store.backends.layout import MESSAGE_COLUMNS, SESSION_COLUMNS, Layout
 from hermes_store.schema.tables import messages_table, sessions_table
 
 SYSTEM_PROMPTS_JOIN = "LEFT JOIN system_prompts sp ON sp.hash = {alias}.system_prompt_hash"

@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.layout import Layout
 from hermes_store.backends.prepared import Prepared
 from hermes_store.errors import SchemaError, SessionBusyError
-from hermes_store.schema.layout import Layout
 
 _ANY_MESSAGE = text("SELECT 1 FROM messages WHERE session_id IN :p_ids LIMIT 1").bindparams(
     bindparam("p_ids", expanding=True)
