@@ -436,9 +436,14 @@ class SessionDB:
     def search_sessions(
         self, source: str | None = None, limit: int = 20, offset: int = 0
     ) -> list[dict[str, Any]]:
-        """Sessions newest first, optionally of one source (children included)."""
+        """Sessions newest first, optionally of one source (children included).
+
+        Each as :meth:`get_session` gives it (the flags too, where the file has them).
+        """
         with self._store.read() as uow:
-            return [session.as_dict() for session in uow.sessions.page(source, limit, offset)]
+            found = uow.sessions.page(source, limit, offset)
+            flags = uow.keeping.flags_of([session.id for session in found])
+        return [session.as_dict() | flags.get(session.id, {}) for session in found]
 
     def list_sessions_rich(
         self,

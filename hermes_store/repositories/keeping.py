@@ -65,6 +65,9 @@ down(id, depth) AS (
 _CHAIN_PARAMS = (bindparam("p_id", type_=Text), bindparam("p_max_steps", type_=Integer))
 _EXISTS = text("SELECT 1 FROM sessions WHERE id = :p_id")
 _FLAGS = text("SELECT archived, pinned FROM sessions WHERE id = :p_id")
+_FLAGS_OF = text("SELECT id, archived, pinned FROM sessions WHERE id IN :p_ids").bindparams(
+    bindparam("p_ids", expanding=True)
+)
 
 
 @lru_cache(maxsize=4)
@@ -154,6 +157,13 @@ class KeepingRepository:
             return {}
         row = self._c.execute(_FLAGS, {"p_id": session_id}).first()
         return {} if row is None else {"archived": int(row[0]), "pinned": int(row[1])}
+
+    def flags_of(self, session_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """:meth:`flags` of many sessions in one read (a page of them)."""
+        if not self._layout.keeps_flags or not session_ids:
+            return {}
+        rows = self._c.execute(_FLAGS_OF, {"p_ids": list(session_ids)})
+        return {row[0]: {"archived": int(row[1]), "pinned": int(row[2])} for row in rows}
 
     def _require_flags(self, what: str) -> None:
         if not self._layout.keeps_flags:
