@@ -543,3 +543,102 @@ def test_shared_commits_combine_appends_on_a_file_the_agent_made(
     ours = set(_message_ids(path, "ours"))
     assert {m["id"] for m in upstream_get_messages(path, version, "ours")} == ours
     assert len(ours) == 15
+
+
+# ---------------------------------------------------------------------------
+# archived and pinned (issue #30): the agent's own columns, both ways
+# ---------------------------------------------------------------------------
+def _flags(path: Path, session_id: str) -> tuple[int, int]:
+    """What the agent's code reads of a session's flags: its own columns."""
+    with _raw(path) as raw:
+        row = raw.execute(
+            "SELECT archived, pinned FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def test_archive_and_pin_on_a_v25_file_are_the_agents_flags_both_ways(tmp_path: Path) -> None:
+    path = build_upstream_db(tmp_path / "state.db", 25)
+    before = _state(path)
+    with SessionDB(path) as db:
+        # up_child started while up_root was live (a subagent); up_next continues up_root
+        db.create_session("up_next", "cli", parent_session_id="up_root")
+        db.set_session_archived("up_other", True)
+        db.set_session_pinned("up_next", True)  # a compression continuation: its root too
+        assert [row["id"] for row in db.list_sessions_rich()] == ["up_next"]
+    assert _flags(path, "up_other") == (1, 0)
+    assert _flags(path, "up_root") == (0, 1) and _flags(path, "up_next") == (0, 1)
+    assert _flags(path, "up_child") == (0, 0)
+
+    with _raw(path) as raw:  # the agent archives the conversation and restores the other
+        raw.execute("UPDATE sessions SET archived = 0 WHERE id = 'up_other'")
+        raw.execute("UPDATE sessions SET archived = 1 WHERE id IN ('up_root', 'up_next')")
+    with SessionDB(path) as db:
+        assert [row["id"] for row in db.list_sessions_rich()] == ["up_other"]
+        assert db.session_count() == 2 and db.session_count(include_archived=True) == 4
+        assert "up_next" in {row["id"] for row in db.list_sessions_rich(include_archived=True)}
+        assert db.prune_sessions(older_than_days=0) == 0  # the ended root is pinned
+    assert _state(path) == before
+    _assert_sound(path)
+
+
+@pytest.mark.parametrize("version", [7, 11])
+def test_older_agent_files_have_no_flags_to_set(tmp_path: Path, version: int) -> None:
+    path = build_upstream_db(tmp_path / "state.db", version)
+    before = _state(path)
+    with SessionDB(path) as db:
+        with pytest.raises(SchemaError, match=r"archived, pinned .*schema version"):
+            db.set_session_archived("up_other", True)
+        with pytest.raises(SchemaError, match="pinned"):
+            db.set_session_pinned("up_other", True)
+        with pytest.raises(SchemaError, match="archived"):
+            db.archive_stale_sessions(0)
+        # reads treat every session as neither archived nor pinned
+        assert db.session_count() == 3 and db.session_count_ge(3)
+        listed = {row["id"] for row in db.list_sessions_rich(include_pinned=True)}
+        assert listed == {row["id"] for row in db.list_sessions_rich(include_archived=True)}
+        assert [s["id"] for s in db.search_sessions_by_id("up_oth")] == ["up_other"]
+        first = db.get_messages("up_root")[0]["id"]
+        assert [m["id"] for m in db.get_messages_around(first, before=1, after=1)] == [
+            m["id"] for m in db.get_messages("up_root", limit=2)
+        ]
+        db.set_meta("shared_mark", "1")  # the agent's state_meta is there from v7 on
+        assert db.get_meta("shared_mark") == "1"
+    assert _state(path) == before
+    _assert_sound(path)
+
+
+def test_flags_and_meta_our_store_wrote_survive_the_agents_v25_open(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SessionDB(path) as db:
+        db.create_session("kept", "cli")
+        db.create_session("hidden", "cli")
+        db.set_session_pinned("kept", True)
+        db.set_session_archived("hidden", True)
+        db.set_meta("last_auto_prune", "1796000000.0")
+    upstream_open(path, 25)  # the agent's open keeps our columns: they are its own
+    assert _flags(path, "kept") == (0, 1) and _flags(path, "hidden") == (1, 0)
+    with _raw(path) as raw:
+        (mark,) = raw.execute(
+            "SELECT value FROM state_meta WHERE key = 'last_auto_prune'"
+        ).fetchone()
+    assert mark == "1796000000.0"
+    with SessionDB(path) as db:
+        assert db.store.ladder is Ladder.AGENT
+        assert [row["id"] for row in db.list_sessions_rich()] == ["kept"]
+        assert db.maybe_auto_prune_and_vacuum(min_interval_hours=24 * 365 * 100)["skipped"]
+    _assert_sound(path)
+
+
+def test_a_delete_of_many_that_fails_midway_leaves_everything_as_it_was(tmp_path: Path) -> None:
+    """v10's triggers refuse the second delete: the first, already done, is rolled back."""
+    path = build_upstream_db(tmp_path / "state.db", 10)
+    with SessionDB(path) as db:
+        db.create_session("empty", "cli")  # deletable: no message, no trigger runs
+        before = (db.session_count(), db.message_count(), _message_ids(path, "up_root"))
+        with pytest.raises(SchemaError, match="Nothing was deleted"):
+            db.delete_sessions(["empty", "up_root"])
+        assert db.get_session("empty") is not None
+        assert (db.session_count(), db.message_count(), _message_ids(path, "up_root")) == before
+        assert db.count_empty_sessions(grace_seconds=0) == 1
+    _assert_sound(path)

@@ -166,7 +166,7 @@ def counts(path: Path) -> tuple[int, int]:
 def test_help_lists_every_command(cli: Run) -> None:
     out = ok(cli("--help")).stdout
     commands = "upgrade current sessions show lineage search stats export import prune delete"
-    for command in [*commands.split(), "title", "check", "demo"]:
+    for command in [*commands.split(), "title", "check", "demo", "archive", "pin"]:
         assert command in out
 
 
@@ -775,7 +775,7 @@ def test_help_shows_flags_as_flags_and_there_is_a_version(cli: Run) -> None:
     shown = ok(cli("sessions", "--help")).stdout
     assert "--json" in shown and "<bool>" not in shown, shown
     version = ok(cli("--version")).stdout
-    assert version.startswith("hermes-store ") and "schema version 6, revision 0015" in version
+    assert version.startswith("hermes-store ") and "schema version 6, revision 0016" in version
 
 
 def test_a_bad_import_line_says_that_nothing_was_imported(cli: Run, tmp_path: Path) -> None:
@@ -791,3 +791,56 @@ def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
     assert sorted(row["id"] for row in done["sessions"]) == ["other", "root"]
     with SessionDB(store) as db:
         assert db.get_session("root") is None and db.get_session("other") is None
+
+
+# ----------------------------------------------------------------------
+# archive, pin and upkeep (issue #30)
+# ----------------------------------------------------------------------
+def _listed(cli: Run, store: Path, *flags: str) -> list[str]:
+    rows = as_json(cli("sessions", "--include-children", *flags, "--db", str(store), "--json"))
+    return [row["id"] for row in rows]
+
+
+def test_archive_and_pin_from_the_command_line(cli: Run, store: Path) -> None:
+    everything = _listed(cli, store)
+    assert "archived session other" in ok(cli("archive", "other", "--db", str(store))).stdout
+    ok(cli("pin", "recent", "--db", str(store)))
+    assert _listed(cli, store) == [name for name in everything if name != "other"]
+    assert _listed(cli, store, "--all") == everything
+    assert _listed(cli, store, "--archived") == ["other"]
+    assert _listed(cli, store, "--pinned") == ["recent"]
+    rows = as_json(cli("sessions", "--archived", "--db", str(store), "--json"))
+    assert [(row["archived"], row["pinned"]) for row in rows] == [(1, 0)]
+    assert "restored" in ok(cli("archive", "other", "--undo", "--db", str(store))).stdout
+    ok(cli("pin", "recent", "--undo", "--db", str(store)))
+    assert _listed(cli, store) == everything and _listed(cli, store, "--pinned") == []
+    one_error_line(cli("archive", "nope", "--db", str(store)), "nope")
+    result = cli("sessions", "--all", "--pinned", "--db", str(store))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_prune_auto_runs_once_per_interval_and_spares_pins(cli: Run, store: Path) -> None:
+    ok(cli("pin", "root", "--db", str(store)))
+    done = as_json(cli("prune", "--auto", "--older-than", "30", "--db", str(store), "--json"))
+    assert done == {"skipped": False, "pruned": 1, "vacuumed": True}  # other; root is pinned
+    again = as_json(cli("prune", "--auto", "--db", str(store), "--json"))
+    assert again["skipped"] is True
+    assert "skipped" in ok(cli("prune", "--auto", "--db", str(store))).stdout
+    with SessionDB(store) as db:
+        assert db.get_session("root") is not None and db.get_session("other") is None
+        assert db.get_meta("last_auto_prune") is not None
+    result = cli("prune", "--db", str(store))
+    assert result.returncode == 2 and "--older-than" in result.stderr
+    result = cli("prune", "--auto", "--dry-run", "--db", str(store))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_optimize_records_the_last_vacuum(cli: Run, store: Path) -> None:
+    with SessionDB(store) as db:
+        assert db.get_meta("last_vacuum") is None
+    ok(cli("optimize", "--no-vacuum", "--db", str(store)))
+    with SessionDB(store) as db:
+        assert db.get_meta("last_vacuum") is None
+    ok(cli("optimize", "--db", str(store)))
+    with SessionDB(store) as db:
+        assert float(db.get_meta("last_vacuum") or 0) > OLD

@@ -27,6 +27,8 @@ from hermes_store import (
     StoreError,
 )
 from hermes_store.backends.sqlite.library import driver as sqlite3
+from hermes_store.domain.messages import MessageIn
+from hermes_store.domain.usage import UsageReport
 from hermes_store.tools.check import check
 from hermes_store.uow.corruption import is_corruption
 
@@ -58,6 +60,14 @@ ROW_TREES = (
     "idx_sessions_roots_source_listing",
     # revision 0013's: a filtered search reads a match's role and session here
     "idx_messages_search_filter",
+    # revision 0016's: the default listing and count, the pinned sessions; and state_meta,
+    # the upkeep marks read before any prune
+    "idx_sessions_live_roots_listing",
+    "idx_sessions_live_roots_source_listing",
+    "idx_sessions_archived",
+    "idx_sessions_pinned",
+    "state_meta",
+    "sqlite_autoindex_state_meta_1",
     # revision 0011's totals, kept from these rows and read instead of them
     "message_total",
     "model_usage_totals",
@@ -103,12 +113,13 @@ def damaged_copy(pristine: Path, target: Path, trees: tuple[str, ...]) -> list[i
 
 
 def row_trees_of(path: Path) -> list[str]:
-    """The b-trees of ``sessions`` and ``messages`` the file holds, and the totals kept of them."""
+    """The b-trees of ``sessions`` and ``messages`` the file holds, the totals kept of them,
+    and ``state_meta`` (the upkeep marks)."""
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         rows = connection.execute(
             "SELECT name FROM sqlite_master WHERE tbl_name IN ('sessions', 'messages', "
-            "'message_total', 'model_usage_totals') AND type IN ('table', 'index')"
+            "'message_total', 'model_usage_totals', 'state_meta') AND type IN ('table', 'index')"
         ).fetchall()
     finally:
         connection.close()
@@ -151,6 +162,21 @@ def public_calls(db: SessionDB) -> dict[str, Callable[[], Any]]:
         "iter_export": lambda: list(db.iter_export()),
         "prune_sessions": lambda: db.prune_sessions(0),
         "delete_session": lambda: db.delete_session("s1"),
+        "get_messages_around": lambda: db.get_messages_around(1),
+        "session_count_ge": lambda: db.session_count_ge(1),
+        "search_sessions_by_id": lambda: db.search_sessions_by_id("s1"),
+        "set_session_archived": lambda: db.set_session_archived("s1", True),
+        "set_session_pinned": lambda: db.set_session_pinned("s1", True),
+        "archive_stale_sessions": lambda: db.archive_stale_sessions(0),
+        "delete_sessions": lambda: db.delete_sessions(["s1", "s2"]),
+        "count_empty_sessions": lambda: db.count_empty_sessions(0),
+        "delete_empty_sessions": lambda: db.delete_empty_sessions(0),
+        "get_meta": lambda: db.get_meta("k"),
+        "set_meta": lambda: db.set_meta("k", "v"),
+        "vacuum": lambda: db.vacuum(),
+        "maybe_auto_prune_and_vacuum": lambda: db.maybe_auto_prune_and_vacuum(0, 0),
+        "append": lambda: db.append("s1", MessageIn("user", "more")),
+        "record_usage": lambda: db.record_usage("s1", UsageReport(input_tokens=10)),
     }
 
 

@@ -35,6 +35,14 @@ TOTAL_TOKENS_INDEX = "idx_sessions_total_tokens"
 """Revision 0010's index on input_tokens + output_tokens, spelled per backend there."""
 ROOT_INDEXES = {"idx_sessions_roots_listing", "idx_sessions_roots_source_listing"}
 """Revision 0011's partial indexes of root sessions: in the revision, not (yet) in the models."""
+KEEPING_COLUMNS = {("sessions", "archived"), ("sessions", "pinned")}
+KEEPING_INDEXES = {
+    "idx_sessions_live_roots_listing",
+    "idx_sessions_live_roots_source_listing",
+    "idx_sessions_archived",
+    "idx_sessions_pinned",
+}
+"""Revision 0016's partial indexes for archived and pinned sessions: not in the models."""
 TITLE_PATTERN_INDEX = "idx_sessions_title_pattern"
 """Revision 0015's text_pattern_ops index of titles: PostgreSQL only, not in the models."""
 VECTOR_COLUMN = "content_tsv"
@@ -101,16 +109,21 @@ def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> No
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         differences = compare_metadata(context, Base.metadata)
         indexes = {i["name"] for i in inspect(connection).get_indexes("messages")}
-    # Explained: the search indexes and revision 0014's stored tsvector (PostgreSQL
+    # Explained: revision 0016's flags, state_meta and indexes (the agent's, not documented);
+    # the search indexes and revision 0014's stored tsvector (PostgreSQL
     # only), Alembic's own table, and sessions.id, which SQLite leaves nullable (the
     # models mirror that) while a PostgreSQL primary key is always NOT NULL.
-    explained_indexes = SEARCH_INDEXES | {TOTAL_TOKENS_INDEX, TITLE_PATTERN_INDEX} | ROOT_INDEXES
+    explained_indexes = (
+        SEARCH_INDEXES | {TOTAL_TOKENS_INDEX, TITLE_PATTERN_INDEX} | ROOT_INDEXES | KEEPING_INDEXES
+    )
     flat = [d[0] if isinstance(d, list) and len(d) == 1 else d for d in differences]
     unexplained = [
         d
         for d in flat
         if not (d[0] == "remove_index" and d[1].name in explained_indexes)
-        and not (d[0] == "remove_table" and d[1].name == "alembic_version")
+        and not (d[0] == "remove_table" and d[1].name in ("alembic_version", "state_meta"))
+        # revision 0016's: the agent's flags, kept outside the documented models
+        and not (d[0] == "remove_column" and (d[2], d[3].name) in KEEPING_COLUMNS)
         and not (d[0] == "modify_nullable" and d[2:4] == ("sessions", "id"))
         and not (d[0] == "remove_column" and (d[2], d[3].name) == ("messages", VECTOR_COLUMN))
     ]

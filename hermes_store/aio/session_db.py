@@ -29,6 +29,7 @@ from hermes_store.aio.shared import LoopWrites
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
+from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS
 from hermes_store.domain.messages import MessageIn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.domain.usage import UsageReport
@@ -324,9 +325,17 @@ class AsyncSessionDB:
         """See :meth:`SessionDB.append_messages`."""
         return await self._write(self._db.append_messages, session_id, messages)
 
-    async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+    async def get_messages(
+        self, session_id: str, limit: int | None = None, offset: int = 0
+    ) -> list[dict[str, Any]]:
         """See :meth:`SessionDB.get_messages`."""
-        return await self._read(self._db.get_messages, session_id)
+        return await self._read(self._db.get_messages, session_id, limit, offset)
+
+    async def get_messages_around(
+        self, message_id: int, before: int = 5, after: int = 5
+    ) -> list[dict[str, Any]]:
+        """See :meth:`SessionDB.get_messages_around`."""
+        return await self._read(self._db.get_messages_around, message_id, before, after)
 
     async def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """See :meth:`SessionDB.get_messages_as_conversation`."""
@@ -349,6 +358,8 @@ class AsyncSessionDB:
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str = "relevance",
+        fields: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """See :meth:`SessionDB.search_messages`."""
         return await self._read(
@@ -359,6 +370,8 @@ class AsyncSessionDB:
             role_filter,
             limit,
             offset,
+            sort,
+            fields,
         )
 
     # Listing, lineage, usage ------------------------------------------
@@ -376,6 +389,8 @@ class AsyncSessionDB:
         offset: int = 0,
         include_children: bool = False,
         project_compression_tips: bool = True,
+        include_archived: bool = False,
+        include_pinned: bool = False,
     ) -> list[dict[str, Any]]:
         """See :meth:`SessionDB.list_sessions_rich`."""
         return await self._read(
@@ -386,15 +401,44 @@ class AsyncSessionDB:
             offset,
             include_children,
             project_compression_tips,
+            include_archived,
+            include_pinned,
         )
 
     async def get_compression_tip(self, session_id: str) -> str:
         """See :meth:`SessionDB.get_compression_tip`."""
         return await self._read(self._db.get_compression_tip, session_id)
 
-    async def session_count(self, source: str | None = None) -> int:
+    async def session_count(self, source: str | None = None, include_archived: bool = False) -> int:
         """See :meth:`SessionDB.session_count`."""
-        return await self._read(self._db.session_count, source)
+        return await self._read(self._db.session_count, source, include_archived)
+
+    async def session_count_ge(
+        self, n: int, source: str | None = None, include_archived: bool = False
+    ) -> bool:
+        """See :meth:`SessionDB.session_count_ge`."""
+        return await self._read(self._db.session_count_ge, n, source, include_archived)
+
+    async def search_sessions_by_id(
+        self, query: str, limit: int = 20, include_archived: bool = True
+    ) -> list[dict[str, Any]]:
+        """See :meth:`SessionDB.search_sessions_by_id`."""
+        return await self._read(self._db.search_sessions_by_id, query, limit, include_archived)
+
+    # Archive and pin --------------------------------------------------
+    async def set_session_archived(self, session_id: str, archived: bool = True) -> bool:
+        """See :meth:`SessionDB.set_session_archived`."""
+        return await self._write(self._db.set_session_archived, session_id, archived)
+
+    async def set_session_pinned(self, session_id: str, pinned: bool = True) -> bool:
+        """See :meth:`SessionDB.set_session_pinned`."""
+        return await self._write(self._db.set_session_pinned, session_id, pinned)
+
+    async def archive_stale_sessions(self, idle_days: float, *, exclude_pinned: bool = True) -> int:
+        """See :meth:`SessionDB.archive_stale_sessions`."""
+        return await self._write(
+            self._db.archive_stale_sessions, idle_days, exclude_pinned=exclude_pinned
+        )
 
     async def get_ancestors(self, session_id: str) -> list[dict[str, Any]]:
         """See :meth:`SessionDB.get_ancestors`."""
@@ -447,3 +491,48 @@ class AsyncSessionDB:
     async def delete_session(self, session_id: str) -> bool:
         """See :meth:`SessionDB.delete_session`."""
         return await self._write(self._db.delete_session, session_id)
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> int:
+        """See :meth:`SessionDB.delete_sessions`."""
+        return await self._write(self._db.delete_sessions, session_ids)
+
+    async def count_empty_sessions(
+        self, grace_seconds: float = EMPTY_GRACE_SECONDS, current_session_id: str | None = None
+    ) -> int:
+        """See :meth:`SessionDB.count_empty_sessions`."""
+        return await self._read(self._db.count_empty_sessions, grace_seconds, current_session_id)
+
+    async def delete_empty_sessions(
+        self, grace_seconds: float = EMPTY_GRACE_SECONDS, current_session_id: str | None = None
+    ) -> int:
+        """See :meth:`SessionDB.delete_empty_sessions`."""
+        return await self._write(self._db.delete_empty_sessions, grace_seconds, current_session_id)
+
+    # Store metadata and upkeep ----------------------------------------
+    async def get_meta(self, key: str) -> str | None:
+        """See :meth:`SessionDB.get_meta`."""
+        return await self._read(self._db.get_meta, key)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        """See :meth:`SessionDB.set_meta`."""
+        await self._write(self._db.set_meta, key, value)
+
+    async def vacuum(self) -> None:
+        """See :meth:`SessionDB.vacuum`."""
+        await self._write(self._db.vacuum)
+
+    async def maybe_auto_prune_and_vacuum(
+        self,
+        retention_days: float = 90,
+        min_interval_hours: float = 24,
+        vacuum: bool = True,
+        min_vacuum_interval_days: float = 30,
+    ) -> dict[str, Any]:
+        """See :meth:`SessionDB.maybe_auto_prune_and_vacuum`."""
+        return await self._write(
+            self._db.maybe_auto_prune_and_vacuum,
+            retention_days,
+            min_interval_hours,
+            vacuum,
+            min_vacuum_interval_days,
+        )

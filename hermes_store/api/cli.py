@@ -342,6 +342,9 @@ def sessions(
     offset: int,
     include_children: bool,
     tips: bool,
+    everything: bool,
+    archived: bool,
+    pinned: bool,
     db: Path | None,
     url: str | None,
     patience: float | None,
@@ -349,15 +352,25 @@ def sessions(
     max_replica_lag: float,
     as_json: bool,
 ) -> None:
-    """Recent conversations, newest first, with a preview of the first user message."""
-    with _reader(_reading_target(db, url, patience, read_url, max_replica_lag)) as sdb:
-        rows = sdb.list_sessions_rich(
+    """Recent conversations, newest first, with a preview of the first user message.
+
+    Archived ones are left out unless --all (with them) or --archived (only
+    them); --pinned lists the pinned ones alone.
+    """
+    if sum((everything, archived, pinned)) > 1:
+        raise UsageError("give one of --all, --archived and --pinned")
+    target = _reading_target(db, url, patience, read_url, max_replica_lag)
+    with _reader(target) as sdb, sdb.store.read() as uow:
+        rows = uow.sessions.listing(
             source=source,
             exclude_sources=exclude_source,
-            limit=limit,
-            offset=offset,
+            limit=0 if pinned else limit,
+            offset=0 if pinned else offset,
             include_children=include_children,
             project_compression_tips=tips,
+            include_archived=everything or pinned,
+            include_pinned=pinned,
+            archived_only=archived,
         )
     if as_json:
         write_json(rows)
@@ -681,17 +694,56 @@ def copy_(*, source: str, destination: str, batch_size: int) -> None:
 # ----------------------------------------------------------------------
 # cleanup
 # ----------------------------------------------------------------------
-def prune(
-    *,
-    older_than: float,
+def _auto_prune(
+    older_than: float | None,
     source: str | None,
     dry_run: bool,
+    min_interval_hours: float,
     db: Path | None,
     url: str | None,
     patience: float | None,
     as_json: bool,
 ) -> None:
-    """Delete ended sessions older than N days; their children are kept, as roots."""
+    if source is not None or dry_run:
+        raise UsageError("--auto prunes every source for real: drop --source and --dry-run")
+    with _session_db(_target(db, url, patience)) as sdb:
+        done = sdb.maybe_auto_prune_and_vacuum(
+            retention_days=90 if older_than is None else older_than,
+            min_interval_hours=min_interval_hours,
+        )
+    if as_json:
+        write_json(done)
+    elif done["skipped"]:
+        say(f"skipped: the last automatic prune was less than {min_interval_hours:g} hour(s) ago")
+    else:
+        vacuumed = ", vacuumed" if done["vacuumed"] else ""
+        say(f"pruned {done['pruned']} session(s){vacuumed}")
+        if "error" in done:
+            say(done["error"])
+
+
+def prune(
+    *,
+    older_than: float | None,
+    source: str | None,
+    dry_run: bool,
+    auto: bool,
+    min_interval_hours: float,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+    as_json: bool,
+) -> None:
+    """Delete ended sessions older than N days (pinned ones kept); children become roots.
+
+    --auto: the upkeep a program runs at start -- prune at most every
+    --min-interval-hours (default 90 days' age), then VACUUM when due.
+    """
+    if auto:
+        _auto_prune(older_than, source, dry_run, min_interval_hours, db, url, patience, as_json)
+        return
+    if older_than is None:
+        raise UsageError("give --older-than DAYS (or --auto)")
     from hermes_store.uow.pruning import prune_in_batches
 
     with _open(_target(db, url, patience)) as store:
@@ -717,6 +769,39 @@ def prune(
         show(render.prunable_table(rows, heading, console().width))
     else:
         say(heading)
+
+
+def _flag(
+    flag: str,
+    *,
+    session_id: str,
+    undo: bool,
+    db: Path | None,
+    url: str | None,
+    patience: float | None,
+) -> None:
+    with _session_db(_target(db, url, patience)) as sdb:
+        if flag == "archived":
+            sdb.set_session_archived(session_id, not undo)
+        else:
+            sdb.set_session_pinned(session_id, not undo)
+    done = {("archived", False): "archived", ("archived", True): "restored"}
+    verb = done.get((flag, undo), "unpinned" if undo else "pinned")
+    say(f"{verb} session {session_id} (and its compression chain)")
+
+
+def archive(
+    *, session_id: str, undo: bool, db: Path | None, url: str | None, patience: float | None
+) -> None:
+    """Hide a conversation from listings and counts (nothing is deleted); --undo restores it."""
+    _flag("archived", session_id=session_id, undo=undo, db=db, url=url, patience=patience)
+
+
+def pin(
+    *, session_id: str, undo: bool, db: Path | None, url: str | None, patience: float | None
+) -> None:
+    """Keep a conversation: listed with the pinned ones, never pruned nor archived as stale."""
+    _flag("pinned", session_id=session_id, undo=undo, db=db, url=url, patience=patience)
 
 
 def delete(*, session_id: str, db: Path | None, url: str | None, patience: float | None) -> None:
@@ -845,17 +930,27 @@ def optimize(
     after their own patience. Run it while they are idle, or use --no-vacuum.
     """
     from hermes_store.tools.optimize import optimize as run_optimize
+    from hermes_store.uow import upkeep
 
     target = _target(db, url, patience)
     path = target.path
-    if path is None:
-        raise CliError(
-            "optimize works on SQLite files; on PostgreSQL run VACUUM (and, if you want "
-            "statistics, ANALYZE) on the database itself"
+    if path is None:  # a server: VACUUM (ANALYZE) through its backend, recorded the same way
+        with _open(target) as store:
+            if not no_vacuum:
+                upkeep.vacuum(store)
+        if as_json:
+            write_json({"vacuumed": not no_vacuum})
+        else:
+            say("vacuumed and analyzed" if not no_vacuum else "nothing to merge on PostgreSQL")
+        return
+    with _open(target) as store:  # brought to the head, its layout read
+        with store.read() as uow:
+            layout = uow.layout
+        report = run_optimize(
+            path, layout, vacuum=not no_vacuum, patience_s=store.policy.patience_s
         )
-    with _open(target) as store, store.read() as uow:  # brought to the head, its layout read
-        layout = uow.layout
-    report = run_optimize(path, layout, vacuum=not no_vacuum, patience_s=store.policy.patience_s)
+        if not no_vacuum and layout.state_meta:  # shared with the agent's own upkeep
+            store.transact(lambda uow: uow.meta.set(upkeep.LAST_VACUUM_KEY, repr(store.clock())))
     if as_json:
         write_json(report.as_dict())
         return
@@ -986,6 +1081,9 @@ COMMANDS = (
                 help="List a compressed conversation under its newest continuation "
                 "(--no-tips: as its first session).",
             ),
+            arg("--all", dest="everything", action="store_true", help="Archived ones too."),
+            arg("--archived", action="store_true", help="Only the archived ones."),
+            arg("--pinned", action="store_true", help="Only the pinned ones."),
             *READING,
             JSON,
         ),
@@ -1090,19 +1188,40 @@ COMMANDS = (
             arg(
                 "--older-than",
                 type=non_negative_float,
-                required=True,
                 metavar="DAYS",
-                help="Age in days (by start time).",
+                help="Age in days (by start time); --auto's default is 90.",
             ),
             _source("Only sessions of this source."),
             arg(
                 "--dry-run", action="store_true", help="List what would be deleted; delete nothing."
+            ),
+            arg(
+                "--auto",
+                action="store_true",
+                help="Upkeep: prune unless done within --min-interval-hours, VACUUM when due.",
+            ),
+            arg(
+                "--min-interval-hours",
+                type=non_negative_float,
+                default=24.0,
+                metavar="HOURS",
+                help="With --auto: how long the last automatic prune holds.",
             ),
             *STORE,
             JSON,
         ),
     ),
     Command("delete", delete, (SESSION_ID, *STORE)),
+    Command(
+        "archive",
+        archive,
+        (SESSION_ID, arg("--undo", action="store_true", help="Restore it instead."), *STORE),
+    ),
+    Command(
+        "pin",
+        pin,
+        (SESSION_ID, arg("--undo", action="store_true", help="Unpin it instead."), *STORE),
+    ),
     Command(
         "title",
         title,

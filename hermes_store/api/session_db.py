@@ -21,10 +21,14 @@ from hermes_store.backends.durability import Durability
 from hermes_store.backends.policy import ContentionPolicy
 from hermes_store.backends.read_route import DEFAULT_MAX_LAG_S
 from hermes_store.domain.arguments import text_arg
+from hermes_store.domain.keeping import EMPTY_GRACE_SECONDS
 from hermes_store.domain.messages import JSON_FIELDS, MessageIn
+from hermes_store.domain.records import SearchHit
+from hermes_store.domain.search_options import fields_arg
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, clean_title
 from hermes_store.domain.usage import UsageReport
 from hermes_store.errors import InvalidInputError, StoreAccessError
+from hermes_store.uow import upkeep
 from hermes_store.uow.appends import append_work
 from hermes_store.uow.pruning import prune_in_batches
 from hermes_store.uow.store import Store
@@ -233,10 +237,13 @@ class SessionDB:
         )
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """The session's row as a dict (every documented column), or None."""
+        """The session's row as a dict (every documented column, and the agent's
+        ``archived``/``pinned`` where the file has them), or None."""
         with self._store.read() as uow:
             found = uow.sessions.get(session_id)
-        return None if found is None else found.as_dict()
+            if found is None:
+                return None
+            return found.as_dict() | uow.keeping.flags(session_id)
 
     def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
         """The full id an exact id or an unambiguous prefix names; None otherwise.
@@ -341,10 +348,34 @@ class SessionDB:
         """
         return self._store.transact(lambda uow: uow.messages.append_many(session_id, messages))
 
-    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Every message of the session in order, JSON fields decoded."""
+    def get_messages(
+        self, session_id: str, limit: int | None = None, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """The session's messages in order, JSON fields decoded; a page with ``limit``/``offset``.
+
+        ``limit=None`` reads every message from ``offset`` on; the order
+        (timestamp, then id) is the same with or without a page.
+        """
+        if limit is None and offset == 0:
+            with self._store.read() as uow:
+                return uow.messages.for_session_as_dicts(session_id)
+        from hermes_store.repositories import paging
+
         with self._store.read() as uow:
-            return uow.messages.for_session_as_dicts(session_id)
+            return paging.page(uow.connection, uow.layout, session_id, limit, offset)
+
+    def get_messages_around(
+        self, message_id: int, before: int = 5, after: int = 5
+    ) -> list[dict[str, Any]]:
+        """A search hit in its surroundings: up to ``before`` and ``after`` messages of its session.
+
+        In conversation order, the message itself included; an id naming no
+        message gives an empty list.
+        """
+        from hermes_store.repositories import paging
+
+        with self._store.read() as uow:
+            return paging.around(uow.connection, uow.layout, message_id, before, after)
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """The session as OpenAI-format messages, for replaying it to a model.
@@ -377,6 +408,8 @@ class SessionDB:
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str = "relevance",
+        fields: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """Full-text search; each hit has a ``>>>snippet<<<`` and its neighbours as context.
 
@@ -388,8 +421,12 @@ class SessionDB:
         filter. Each hit: ``id, session_id, role, snippet, timestamp,
         tool_name, source, model, session_started, context``; ``context`` is
         the previous message, the match and the next one, each ``{role,
-        content}`` cut to 200 characters.
+        content}`` cut to 200 characters. ``sort="newest"`` or ``"oldest"``
+        orders the best 1,000 matches by time; ``fields`` returns only those
+        keys of each hit (without ``"context"`` its reads are skipped); a
+        very long query is cut, not refused.
         """
+        wanted = fields_arg(fields)
         with self._store.read() as uow:
             hits = uow.search.search(
                 query,
@@ -398,8 +435,12 @@ class SessionDB:
                 role_filter=role_filter,
                 limit=limit,
                 offset=offset,
+                sort=sort,
+                with_context=wanted is None or "context" in wanted,
             )
-        return [hit.as_dict() for hit in hits]
+        if wanted is None:
+            return [hit.as_dict() for hit in hits]
+        return [{name: row[name] for name in wanted} for row in map(SearchHit.as_dict, hits)]
 
     # ------------------------------------------------------------------
     # Listing, lineage, usage
@@ -407,9 +448,14 @@ class SessionDB:
     def search_sessions(
         self, source: str | None = None, limit: int = 20, offset: int = 0
     ) -> list[dict[str, Any]]:
-        """Sessions newest first, optionally of one source (children included)."""
+        """Sessions newest first, optionally of one source (children included).
+
+        Each as :meth:`get_session` gives it (the flags too, where the file has them).
+        """
         with self._store.read() as uow:
-            return [session.as_dict() for session in uow.sessions.page(source, limit, offset)]
+            found = uow.sessions.page(source, limit, offset)
+            flags = uow.keeping.flags_of([session.id for session in found])
+        return [session.as_dict() | flags.get(session.id, {}) for session in found]
 
     def list_sessions_rich(
         self,
@@ -419,6 +465,8 @@ class SessionDB:
         offset: int = 0,
         include_children: bool = False,
         project_compression_tips: bool = True,
+        include_archived: bool = False,
+        include_pinned: bool = False,
     ) -> list[dict[str, Any]]:
         """Sessions newest first, one entry per conversation, with ``preview`` and ``last_active``.
 
@@ -431,6 +479,9 @@ class SessionDB:
         ``project_compression_tips=False`` for the raw root rows. ``preview``
         is the first user message on one line, 60 characters and ``...``
         when longer. Each row also has every column of ``sessions``.
+        Archived sessions are hidden unless ``include_archived``;
+        ``include_pinned`` adds to the first page (``offset=0``) the pinned
+        sessions it does not hold, after its ``limit`` rows.
         """
         with self._store.read() as uow:
             return uow.sessions.listing(
@@ -440,6 +491,8 @@ class SessionDB:
                 offset=offset,
                 include_children=include_children,
                 project_compression_tips=project_compression_tips,
+                include_archived=include_archived,
+                include_pinned=include_pinned,
             )
 
     def get_compression_tip(self, session_id: str) -> str:
@@ -454,10 +507,54 @@ class SessionDB:
         with self._store.read() as uow:
             return uow.sessions.compression_tip(session_id)
 
-    def session_count(self, source: str | None = None) -> int:
-        """How many sessions the store holds (of one source, or all)."""
+    def session_count(self, source: str | None = None, include_archived: bool = False) -> int:
+        """How many sessions the store holds (of one source, or all); archived ones if asked."""
         with self._store.read() as uow:
-            return uow.sessions.count(source)
+            return uow.sessions.count(source, include_archived)
+
+    def session_count_ge(
+        self, n: int, source: str | None = None, include_archived: bool = False
+    ) -> bool:
+        """Whether the store holds at least ``n`` sessions; reads no more than ``n`` entries."""
+        with self._store.read() as uow:
+            return uow.sessions.count_at_least(n, source, include_archived)
+
+    def search_sessions_by_id(
+        self, query: str, limit: int = 20, include_archived: bool = True
+    ) -> list[dict[str, Any]]:
+        """Sessions by what a person typed of their id: exact, then prefix, then substring.
+
+        Newest first within each kind; each a session dict as
+        :meth:`get_session` gives. ``%``, ``_`` and ``\\`` are literal.
+        """
+        with self._store.read() as uow:
+            ids = uow.keeping.search_by_id(query, limit, include_archived)
+            found = [uow.sessions.get(session_id) for session_id in ids]
+        return [session.as_dict() for session in found if session is not None]
+
+    # ------------------------------------------------------------------
+    # Archive and pin
+    # ------------------------------------------------------------------
+    def set_session_archived(self, session_id: str, archived: bool = True) -> bool:
+        """Archive (hide from listings and counts) or restore a session and its compression chain.
+
+        Nothing is deleted. True once done; an unknown id is
+        SessionNotFoundError; a file without the flags (the agent's schema
+        before 25) is SchemaError.
+        """
+        self._store.transact(lambda uow: uow.keeping.set_archived(session_id, archived))
+        return True
+
+    def set_session_pinned(self, session_id: str, pinned: bool = True) -> bool:
+        """Pin (keep: listed with ``include_pinned``, spared by pruning and stale archiving)."""
+        self._store.transact(lambda uow: uow.keeping.set_pinned(session_id, pinned))
+        return True
+
+    def archive_stale_sessions(self, idle_days: float, *, exclude_pinned: bool = True) -> int:
+        """Archive every conversation idle ``idle_days`` or more; how many sessions changed."""
+        return self._store.transact(
+            lambda uow: uow.keeping.archive_stale(idle_days, exclude_pinned=exclude_pinned)
+        )
 
     def get_ancestors(self, session_id: str) -> list[dict[str, Any]]:
         """The session, then its parent, grandparent, ...
@@ -496,7 +593,8 @@ class SessionDB:
                 return None
             messages = uow.messages.for_session_as_dicts(session_id)
             order = uow.sessions.column_order()
-        return {**_in_order(session.as_dict(), order), "messages": messages}
+            flags = uow.keeping.flags(session_id)
+        return {**_in_order(session.as_dict() | flags, order), "messages": messages}
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (optionally of one source) with its messages, from one snapshot."""
@@ -513,7 +611,8 @@ class SessionDB:
             for session in uow.sessions.all(source):
                 # dicts straight from the rows: see MessageRepository.for_session_as_dicts
                 messages = uow.messages.for_session_as_dicts(session.id)
-                yield {**_in_order(session.as_dict(), order), "messages": messages}
+                flags = uow.keeping.flags(session.id)
+                yield {**_in_order(session.as_dict() | flags, order), "messages": messages}
 
     def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
         """Delete ended sessions older than N days; their children are orphaned, not deleted.
@@ -527,3 +626,60 @@ class SessionDB:
     def delete_session(self, session_id: str) -> bool:
         """Delete a session and its messages; True if it existed. Children become roots."""
         return self._store.transact(lambda uow: uow.sessions.delete(session_id))
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> int:
+        """Delete many sessions in one transaction (all or none); how many existed."""
+        return self._store.transact(lambda uow: uow.keeping.delete_sessions(session_ids))
+
+    def count_empty_sessions(
+        self, grace_seconds: float = EMPTY_GRACE_SECONDS, current_session_id: str | None = None
+    ) -> int:
+        """Sessions with no messages, older than ``grace_seconds``, not archived nor pinned.
+
+        ``current_session_id``: the session in use, never counted.
+        """
+        with self._store.read() as uow:
+            return uow.keeping.count_empty(grace_seconds, current_session_id)
+
+    def delete_empty_sessions(
+        self, grace_seconds: float = EMPTY_GRACE_SECONDS, current_session_id: str | None = None
+    ) -> int:
+        """Delete what :meth:`count_empty_sessions` counts, in one transaction; how many went."""
+        return self._store.transact(
+            lambda uow: uow.keeping.delete_empty(grace_seconds, current_session_id)
+        )
+
+    # ------------------------------------------------------------------
+    # Store metadata and upkeep
+    # ------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        """The value under ``key`` in ``state_meta`` (shared with the agent), or None."""
+        with self._store.read() as uow:
+            return uow.meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key`` in ``state_meta``."""
+        self._store.transact(lambda uow: uow.meta.set(key, value))
+
+    def vacuum(self) -> None:
+        """Give deleted rows' space back (SQLite VACUUM, PostgreSQL VACUUM ANALYZE).
+
+        It holds the write lock while it runs: call it when the agent is idle.
+        """
+        upkeep.vacuum(self._store)
+
+    def maybe_auto_prune_and_vacuum(
+        self,
+        retention_days: float = 90,
+        min_interval_hours: float = 24,
+        vacuum: bool = True,
+        min_vacuum_interval_days: float = 30,
+    ) -> dict[str, Any]:
+        """Prune by age at most every ``min_interval_hours``; vacuum when due (see :mod:`.upkeep`).
+
+        Returns ``{"skipped", "pruned", "vacuumed"}`` (and ``"error"`` when
+        the vacuum failed: it is tried again at the next call).
+        """
+        return upkeep.maybe_auto_prune_and_vacuum(
+            self._store, retention_days, min_interval_hours, vacuum, min_vacuum_interval_days
+        )

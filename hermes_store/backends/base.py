@@ -280,3 +280,6 @@ class Backend(Protocol):
     ) -> ReadRoute:
         """The route of read units to the replica at ``replica_url`` (InvalidInputError where
         this backend has no replicas, before ``make_engine`` makes anything)."""
+
+    def vacuum(self, engine: Engine, patience_s: float) -> None:
+        """Give the space of deleted rows back (outside any transaction of the store's)."""

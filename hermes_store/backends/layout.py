@@ -71,6 +71,14 @@ ROOTS_LISTING_INDEX = "idx_sessions_roots_listing"
 ROOTS_SOURCE_LISTING_INDEX = "idx_sessions_roots_source_listing"
 """Revision 0011's partial indexes of root sessions, which a default listing walks."""
 SEARCH_FILTER_INDEX = "idx_messages_search_filter"
+KEEPING_COLUMNS = ("archived", "pinned")
+"""The agent's session flags (its schema 25; our revision 0016): hidden from listings, kept."""
+LIVE_ROOTS_LISTING_INDEX = "idx_sessions_live_roots_listing"
+LIVE_ROOTS_SOURCE_LISTING_INDEX = "idx_sessions_live_roots_source_listing"
+"""Revision 0016's partial indexes of root sessions not archived (the default listing)."""
+PINNED_INDEX = "idx_sessions_pinned"
+"""Revision 0016's partial index of the pinned sessions (a first listing page adds them)."""
+META_TABLE = "state_meta"
 """Revision 0013's (id, role, session_id) index: a filtered search tests its matches here."""
 
 
@@ -136,12 +144,21 @@ class Layout:
     search_filter: bool = False
     """Revision 0013's index of each message's role and session is there (a filtered
     search names it)."""
+    live_listing: bool = False
+    """Revision 0016's partial indexes of root sessions not archived are there."""
+    state_meta: bool = False
+    """The agent's ``state_meta`` key/value table is there (its v7+; our revision 0016)."""
 
     # -- what the statements need to know --------------------------------
     @property
     def tracks_active(self) -> bool:
         """Messages carry the agent's ``active`` flag (0: rewound or compacted away)."""
         return "active" in self.message_columns
+
+    @property
+    def keeps_flags(self) -> bool:
+        """Sessions carry the agent's ``archived`` and ``pinned`` columns."""
+        return self.session_columns.issuperset(KEEPING_COLUMNS)
 
     @property
     def tracks_compacted(self) -> bool:
@@ -195,7 +212,7 @@ STANDARD = Layout(
     ladder=Ladder.OURS,
     schema_version=HEAD_SCHEMA_VERSION,
     revision=HEAD_REVISION,
-    session_columns=frozenset(SESSION_COLUMNS),
+    session_columns=frozenset(SESSION_COLUMNS) | frozenset(KEEPING_COLUMNS),
     message_columns=frozenset(MESSAGE_COLUMNS),
     word=_OURS_WORD,
     trigram=_OURS_TRIGRAM,
@@ -203,6 +220,8 @@ STANDARD = Layout(
     kept_totals=True,
     roots_listing=True,
     search_filter=True,
+    live_listing=True,
+    state_meta=True,
 )
 """A file at our head: the document's v6 tables, the word index, our trigram and pair indexes.
 

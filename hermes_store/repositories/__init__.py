@@ -14,14 +14,24 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hermes_store.repositories.keeping import KeepingRepository
     from hermes_store.repositories.messages import MessageRepository
+    from hermes_store.repositories.meta import MetaRepository
     from hermes_store.repositories.search import SearchRepository
     from hermes_store.repositories.sessions import SessionRepository
 
-__all__ = ["MessageRepository", "SearchRepository", "SessionRepository"]
+__all__ = [
+    "KeepingRepository",
+    "MessageRepository",
+    "MetaRepository",
+    "SearchRepository",
+    "SessionRepository",
+]
 
 _MODULES = {
+    "KeepingRepository": "keeping",
     "MessageRepository": "messages",
+    "MetaRepository": "meta",
     "SearchRepository": "search",
     "SessionRepository": "sessions",
 }

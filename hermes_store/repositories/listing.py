@@ -41,7 +41,14 @@ from sqlalchemy.sql.elements import BindParameter, TextClause
 
 from hermes_store.backends import backend_of
 from hermes_store.backends.base import Backend
-from hermes_store.backends.layout import ROOTS_LISTING_INDEX, ROOTS_SOURCE_LISTING_INDEX, Layout
+from hermes_store.backends.layout import (
+    LIVE_ROOTS_LISTING_INDEX,
+    LIVE_ROOTS_SOURCE_LISTING_INDEX,
+    PINNED_INDEX,
+    ROOTS_LISTING_INDEX,
+    ROOTS_SOURCE_LISTING_INDEX,
+    Layout,
+)
 from hermes_store.backends.shapes import session_columns, sessions_from, shadowed
 
 FULL_LISTING_INDEX = "idx_sessions_listing"
@@ -70,7 +77,8 @@ _LISTED_COLUMNS = """
     COALESCE(
         (SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id),
         s.started_at
-    ) AS last_active
+    ) AS last_active,
+    {flags}
 """
 _NEWLINES = {"p_lf": "\n", "p_cr": "\r"}
 _PREVIEW_PARAMS = (bindparam("p_lf", type_=Text), bindparam("p_cr", type_=Text))
@@ -115,7 +123,10 @@ def _tip_ids_statement(layout: Layout) -> TextClause:
 
 @lru_cache(maxsize=16)
 def _listed_columns(layout: Layout) -> str:
-    return _LISTED_COLUMNS.format(columns=session_columns(layout))
+    """The listed row: the documented columns, preview, last activity and the agent's
+    ``archived``/``pinned`` flags (0 on a file that has none), as its listing rows carry."""
+    flags = "s.archived, s.pinned" if layout.keeps_flags else "0 AS archived, 0 AS pinned"
+    return _LISTED_COLUMNS.format(columns=session_columns(layout), flags=flags)
 
 
 @lru_cache(maxsize=16)
@@ -160,6 +171,11 @@ LINEAGE_ROOT_KEY = "_lineage_root_id"
 # by source and id; by id within one source), so a page holds the same rows as before.
 _ROOTS_INDEXED = "s.parent_session_id IS NULL"
 _ROOTS_INDEX = {False: ROOTS_LISTING_INDEX, True: ROOTS_SOURCE_LISTING_INDEX}
+# Archived sessions left out (the default): revision 0016's partial indexes hold only the
+# roots not archived, so the walk skips an OFFSET without reading a row, as above.
+_LIVE_ROOTS_INDEXED = "s.parent_session_id IS NULL AND s.archived = 0"
+_LIVE_ROOTS_INDEX = {False: LIVE_ROOTS_LISTING_INDEX, True: LIVE_ROOTS_SOURCE_LISTING_INDEX}
+_NOT_ARCHIVED = "s.archived = 0"
 
 
 # The page in the order of the full listing index (revision 0010), ties included, whatever
@@ -181,6 +197,8 @@ def _page_statement(
     by_source: bool,
     excluding: bool,
     from_oldest: bool = False,
+    live_only: bool = False,
+    archived_only: bool = False,
 ) -> TextClause:
     """The page of listed sessions, newest start first, for one combination of filters.
 
@@ -188,15 +206,23 @@ def _page_statement(
     last activity: a filter that the planner answers from an index and a
     sort (one source of many) then sorts ids, not correlated subqueries.
     ``from_oldest``: every session, the page counted from the other end (see :func:`page`).
+    ``live_only``: archived sessions left out (the file has the flags).
     """
     conditions = []
     params = list(_PREVIEW_PARAMS)
     walked = "sessions s"
-    if roots_only and backend.names_indexes and layout.roots_listing:
+    if roots_only and live_only and backend.names_indexes and layout.live_listing:
+        walked = f"sessions s INDEXED BY {_LIVE_ROOTS_INDEX[by_source]}"
+        conditions.append(_LIVE_ROOTS_INDEXED)
+    elif roots_only and backend.names_indexes and layout.roots_listing:
         walked = f"sessions s INDEXED BY {_ROOTS_INDEX[by_source]}"
         conditions.append(_ROOTS_INDEXED)
     elif roots_only:
         conditions.append(backend.roots_only_condition())
+    if live_only and not (roots_only and backend.names_indexes and layout.live_listing):
+        conditions.append(_NOT_ARCHIVED)
+    if archived_only:
+        conditions.append("s.archived <> 0")
     if by_source:
         conditions.append("s.source = :p_source")
         params.append(bindparam("p_source", type_=Text))
@@ -204,10 +230,17 @@ def _page_statement(
         conditions.append("s.source NOT IN :p_excluded")
         params.append(bindparam("p_excluded", expanding=True))
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    # Children listed with a flag tested per row: the full listing order, so the planner
+    # walks revision 0010's index (ties as in a listing without the test) and stops at the page.
+    order = (
+        backend.page_order()
+        if (live_only or archived_only) and not roots_only
+        else ("s.started_at DESC")
+    )
     chosen = f"""
             SELECT s.id FROM {walked}
             {where}
-            ORDER BY s.started_at DESC
+            ORDER BY {order}
             LIMIT :p_limit OFFSET :p_offset"""
     sql = f"""
         SELECT {_listed_columns(layout)}
@@ -247,6 +280,8 @@ def page(
     limit: int,
     offset: int,
     include_children: bool,
+    include_archived: bool = True,
+    archived_only: bool = False,
 ) -> list[dict[str, Any]]:
     """One page of listed sessions (previews finished), before any projection.
 
@@ -259,7 +294,16 @@ def page(
     """
     backend = backend_of(connection)
     requested = (limit, offset)
-    everything = include_children and source is None and not exclude_sources
+    if archived_only and not layout.keeps_flags:
+        return []  # a file without the flags has nothing archived
+    live_only = not include_archived and not archived_only and layout.keeps_flags
+    everything = (
+        include_children
+        and source is None
+        and not exclude_sources
+        and not live_only
+        and not archived_only
+    )
     from_oldest = False
     if everything and backend.names_indexes and layout.roots_listing and offset > 0:
         total = int(connection.execute(_SESSION_COUNT).scalar_one())
@@ -274,18 +318,22 @@ def page(
     if exclude_sources:
         params["p_excluded"] = list(exclude_sources)
     filters = (not include_children, source is not None, bool(exclude_sources))
-    statement = _page_statement(layout, backend, *filters, from_oldest)
+    statement = _page_statement(layout, backend, *filters, from_oldest, live_only, archived_only)
     try:
         rows = connection.execute(statement, params).mappings().all()
     except OperationalError as error:
         # A file at our head is trusted to have its indexes; one dropped by hand makes the
         # named walk a prepare error, which leaves the transaction as it was: walk unnamed.
-        if not layout.roots_listing or "no such index" not in str(error.orig):
+        if not (layout.roots_listing or layout.live_listing) or "no such index" not in str(
+            error.orig
+        ):
             raise
-        unnamed = replace(layout, roots_listing=False)
+        unnamed = replace(layout, roots_listing=False, live_listing=False)
         if from_oldest:  # the same page counted from the newest end, as the planner likes
             params["p_limit"], params["p_offset"] = requested
-        statement = _page_statement(unnamed, backend, *filters)
+        statement = _page_statement(
+            unnamed, backend, *filters, live_only=live_only, archived_only=archived_only
+        )
         rows = connection.execute(statement, params).mappings().all()
     return [_finished(row) for row in rows]
 
@@ -325,3 +373,76 @@ def project(
 def compression_roots(listed: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ids of the listed rows that ended by compression (candidates for a tip)."""
     return [row["id"] for row in listed if row.get("end_reason") == COMPRESSION]
+
+
+# The pinned sessions a first page adds: the listing's filters, pinned, newest first.
+_PINNED = """
+    SELECT {columns}
+    FROM {sessions}
+    JOIN (SELECT s.id FROM {walked} WHERE {where} ORDER BY s.started_at DESC LIMIT :p_cap) kept
+      ON kept.id = s.id
+    ORDER BY {order}
+"""
+PINNED_CAP = 200
+"""At most this many pinned sessions are added to a first page (a sidebar, not an export)."""
+
+
+@lru_cache(maxsize=32)
+def _pinned_statement(
+    layout: Layout,
+    backend: Backend,
+    roots_only: bool,
+    by_source: bool,
+    excluding: bool,
+    live_only: bool,
+) -> TextClause:
+    conditions = ["s.pinned <> 0"]
+    params = list(_PREVIEW_PARAMS)
+    # The few pinned sessions, from revision 0016's index of them: walked by name where
+    # the backend names indexes (a planner without statistics prefers the listing's own).
+    walked = "sessions s"
+    if backend.names_indexes and layout.live_listing:
+        walked = f"sessions s INDEXED BY {PINNED_INDEX}"
+    if roots_only:
+        conditions.append(backend.roots_only_condition())
+    if live_only:
+        conditions.append(_NOT_ARCHIVED)
+    if by_source:
+        conditions.append("s.source = :p_source")
+        params.append(bindparam("p_source", type_=Text))
+    if excluding:
+        conditions.append("s.source NOT IN :p_excluded")
+        params.append(bindparam("p_excluded", expanding=True))
+    sql = _PINNED.format(
+        walked=walked,
+        columns=_listed_columns(layout),
+        sessions=sessions_from(layout),
+        where=" AND ".join(conditions),
+        order=backend.page_order(),
+    )
+    return text(shadowed(sql, layout)).bindparams(*params)
+
+
+def pinned(
+    connection: Connection,
+    layout: Layout,
+    *,
+    source: str | None,
+    exclude_sources: Sequence[str],
+    include_children: bool,
+    include_archived: bool,
+) -> list[dict[str, Any]]:
+    """The pinned sessions the listing's filters admit (previews finished), newest first."""
+    if not layout.keeps_flags:
+        return []
+    backend = backend_of(connection)
+    live_only = not include_archived
+    params: dict[str, Any] = {**_NEWLINES, "p_cap": PINNED_CAP}
+    if source is not None:
+        params["p_source"] = source
+    if exclude_sources:
+        params["p_excluded"] = list(exclude_sources)
+    statement = _pinned_statement(
+        layout, backend, not include_children, source is not None, bool(exclude_sources), live_only
+    )
+    return [_finished(row) for row in connection.execute(statement, params).mappings()]

@@ -354,7 +354,7 @@ class MessageRepository:
         """Every message of the session in order (timestamp, id), JSON fields decoded."""
         text_arg("session_id", session_id)
         rows = self._s.for_session.rows(self._c, {"p_id": session_id})
-        return [MessageRecord(*_decode_row(row)) for row in rows]
+        return [MessageRecord(*decode_row(row)) for row in rows]
 
     def for_session_as_dicts(self, session_id: str) -> list[dict[str, Any]]:
         """:meth:`for_session` as the old API's dicts, built straight from the rows.
@@ -367,7 +367,7 @@ class MessageRepository:
         text_arg("session_id", session_id)
         rows = self._s.for_session.rows(self._c, {"p_id": session_id})
         names = MESSAGE_COLUMNS
-        return [dict(zip(names, _decode_row(row), strict=True)) for row in rows]
+        return [dict(zip(names, decode_row(row), strict=True)) for row in rows]
 
     def conversation(self, session_id: str) -> list[dict[str, Any]]:
         """The session as OpenAI-format messages, for replaying it to a model."""
@@ -400,7 +400,7 @@ _IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparam
 )
 
 
-def _decode_row(row: tuple[Any, ...]) -> list[Any]:
+def decode_row(row: tuple[Any, ...]) -> list[Any]:
     """A stored row in column order, its JSON fields decoded (text that is not JSON stays)."""
     values = list(row)
     for position in _JSON_POSITIONS:

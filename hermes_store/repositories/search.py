@@ -18,10 +18,11 @@ from sqlalchemy.sql.elements import TextClause
 from hermes_store.backends import backend_of
 from hermes_store.backends.layout import BIGRAM_TABLE, STANDARD, TRIGRAM_INDEX, WORD_INDEX, Layout
 from hermes_store.backends.prepared import Prepared
-from hermes_store.domain.arguments import INT64_MAX, int_arg, names_arg
+from hermes_store.domain.arguments import INT64_MAX, bool_arg, int_arg, names_arg
 from hermes_store.domain.bigrams import branch_grams
 from hermes_store.domain.query_syntax import query_items
 from hermes_store.domain.records import ContextLine, SearchHit
+from hermes_store.domain.search_options import SORT_WINDOW, capped_query, sort_arg, time_ordered
 from hermes_store.domain.substrings import has_cjk, make_snippet, substring_query
 from hermes_store.errors import InvalidInputError
 
@@ -284,6 +285,8 @@ class SearchRepository:
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str = "relevance",
+        with_context: bool = True,
     ) -> list[SearchHit]:
         """Matches of what a person typed, best first, each with its snippet and context.
 
@@ -295,26 +298,40 @@ class SearchRepository:
         class's names (``SessionDB.search_messages`` passes them through):
         ``source_filter=[]`` allows no source and finds nothing, as the old
         class's ``IN ()``; empty ``exclude_sources`` and ``role_filter`` filter
-        nothing.
+        nothing. ``sort="newest"``/``"oldest"`` orders the best matches by time,
+        ``with_context=False`` skips the neighbour reads, and a very long query
+        is cut (see :mod:`hermes_store.domain.search_options`).
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        sort = sort_arg(sort)
+        with_context = bool_arg("with_context", with_context)
+        query = capped_query(query)
+        limit = int_arg("limit", limit, minimum=0)
+        offset = int_arg("offset", offset, minimum=0)
         filters = {
             "source_filter": names_arg("source_filter", source_filter),
             "exclude_sources": names_arg("exclude_sources", exclude_sources),
             "role_filter": names_arg("role_filter", role_filter),
-            "limit": int_arg("limit", limit, minimum=0),
-            "offset": int_arg("offset", offset, minimum=0),
+            "limit": limit,
+            "offset": offset,
         }
         items = query_items(query)
         if not items or filters["limit"] == 0 or filters["source_filter"] == []:
             return []
+        page = slice(offset, offset + limit)
+        if sort != "relevance":  # the best matches, then their time order
+            filters = {**filters, "limit": SORT_WINDOW, "offset": 0}
         try:
             matches = self._ranked(query, items, filters)
         except (OperationalError, ProgrammingError) as error:
             if not rejected_query(self._c, error):
                 raise  # the database failed: that is no "no matches"
             return []
+        if sort != "relevance":
+            matches = time_ordered(matches, sort)[page]
+        if not with_context:
+            return [SearchHit(**match) for match in matches]
         return [
             SearchHit(
                 **match,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -22,19 +24,11 @@ from hermes_store.repositories.session_base import (
 
 SECONDS_PER_DAY = 86400.0
 
-# Prune: ended sessions started before the cutoff, optionally of one source.
+# Prune: ended sessions started before the cutoff, optionally of one source; where the
+# file has the agent's flags (revision 0016), never a pinned one.
 _PRUNABLE = (
     "ended_at IS NOT NULL AND started_at < :p_cutoff AND (:p_source IS NULL OR source = :p_source)"
 )
-
-# Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable sessions
-# oldest first with their stored message counts; a batch deletes those of
-# its ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
-_PRUNE_PLAN = sourced(
-    f"SELECT id, COALESCE(message_count, 0) FROM sessions WHERE {_PRUNABLE} ORDER BY started_at, id"
-)
-
-_BATCH_DOOMED = f"SELECT id FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}"
 
 
 # What deleting a session's messages costs scales with their text (each FTS index
@@ -43,22 +37,44 @@ def _batch(sql: str) -> Any:
     return sourced(sql).bindparams(bindparam("p_ids", expanding=True))
 
 
-_PRUNE_BATCH = (
-    _batch(
-        f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({_BATCH_DOOMED})"
-    ),
-    _batch(f"DELETE FROM messages WHERE session_id IN ({_BATCH_DOOMED})"),
-)
+@dataclass(frozen=True)
+class _PruneStatements:
+    """Prune in batches (see hermes_store.uow.pruning): the plan lists the prunable
+    sessions oldest first with their stored message counts; a batch deletes those of its
+    ids that are still prunable under the same cutoff -- one reopened meanwhile stays.
+    A session too big for one batch is emptied a slice at a time first (oldest messages
+    first), its counters following each slice, while it is still prunable."""
 
-_PRUNE_BATCH_SESSIONS = _batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {_PRUNABLE}")
+    plan: Any
+    batch: tuple[Any, ...]
+    batch_sessions: Any
+    trim_slice: Any
 
-# A session too big for one batch is emptied a slice at a time first (oldest messages
-# first), its counters following each slice, while it is still prunable.
-_TRIM_SLICE = sourced(
-    "SELECT m.id, m.tool_calls FROM messages m WHERE m.session_id = :p_id "
-    f"AND EXISTS (SELECT 1 FROM sessions WHERE id = :p_id AND {_PRUNABLE}) "
-    "ORDER BY m.id LIMIT :p_limit"
-)
+
+@lru_cache(maxsize=2)
+def _prune_statements(spares_pinned: bool) -> _PruneStatements:
+    prunable = _PRUNABLE + (" AND pinned = 0" if spares_pinned else "")
+    doomed = f"SELECT id FROM sessions WHERE id IN :p_ids AND {prunable}"
+    return _PruneStatements(
+        plan=sourced(
+            "SELECT id, COALESCE(message_count, 0) FROM sessions "
+            f"WHERE {prunable} ORDER BY started_at, id"
+        ),
+        batch=(
+            _batch(
+                "UPDATE sessions SET parent_session_id = NULL "
+                f"WHERE parent_session_id IN ({doomed})"
+            ),
+            _batch(f"DELETE FROM messages WHERE session_id IN ({doomed})"),
+        ),
+        batch_sessions=_batch(f"DELETE FROM sessions WHERE id IN :p_ids AND {prunable}"),
+        trim_slice=sourced(
+            "SELECT m.id, m.tool_calls FROM messages m WHERE m.session_id = :p_id "
+            f"AND EXISTS (SELECT 1 FROM sessions WHERE id = :p_id AND {prunable}) "
+            "ORDER BY m.id LIMIT :p_limit"
+        ),
+    )
+
 
 _DELETE_MESSAGE_IDS = text("DELETE FROM messages WHERE id IN :p_ids").bindparams(
     bindparam("p_ids", expanding=True)
@@ -82,6 +98,11 @@ GUARD_CHUNK = 500
 
 class SessionPruning(SessionBase):
     """Pruning of sessions: what a prune deletes, and the batches and slices it deletes in."""
+
+    @property
+    def _prunes(self) -> _PruneStatements:
+        """The prune statements of this file: pinned sessions spared where it has the flag."""
+        return _prune_statements(self._layout.keeps_flags)
 
     def _prune_params(self, older_than_days: float, source: str | None) -> dict[str, Any]:
         days = number_arg("older_than_days", older_than_days, minimum=0.0)
@@ -118,7 +139,7 @@ class SessionPruning(SessionBase):
 
     def prune_candidates(self, params: dict[str, Any]) -> list[tuple[str, int]]:
         """The sessions prunable under ``params`` (from :meth:`prune_plan`) now, oldest first."""
-        found = [(row[0], int(row[1])) for row in self._c.execute(_PRUNE_PLAN, params)]
+        found = [(row[0], int(row[1])) for row in self._c.execute(self._prunes.plan, params)]
         for start in range(0, len(found), GUARD_CHUNK):
             chunk = [session_id for session_id, _ in found[start : start + GUARD_CHUNK]]
             self._backend.refuse_broken_deletes(self._c, self._layout, chunk)
@@ -151,9 +172,9 @@ class SessionPruning(SessionBase):
         if not session_ids:
             return 0
         batch = {**params, "p_ids": list(session_ids)}
-        for statement in _PRUNE_BATCH:
+        for statement in self._prunes.batch:
             self._c.execute(statement, batch)
-        deleted = self._c.execute(_PRUNE_BATCH_SESSIONS, batch).rowcount
+        deleted = self._c.execute(self._prunes.batch_sessions, batch).rowcount
         if deleted and tidy:
             self.drop_unused_prompts()
         return int(deleted)
@@ -166,7 +187,9 @@ class SessionPruning(SessionBase):
         with what is left after every commit; the session itself goes with its
         last messages in :meth:`prune_batch`.
         """
-        sliced = self._c.execute(_TRIM_SLICE, {**params, "p_id": session_id, "p_limit": limit})
+        sliced = self._c.execute(
+            self._prunes.trim_slice, {**params, "p_id": session_id, "p_limit": limit}
+        )
         rows = sliced.all()
         if not rows:
             return 0

@@ -41,6 +41,7 @@ from hermes_store.repositories.session_base import (
     param,
     prompt_hash,
     reads_for,
+    sourced,
     update_by_id,
 )
 from hermes_store.repositories.session_pruning import (
@@ -49,6 +50,18 @@ from hermes_store.repositories.session_pruning import (
 from hermes_store.repositories.session_titles import SessionTitles
 from hermes_store.repositories.session_usage import SessionUsage
 
+_COUNT_ARCHIVED = sourced(
+    "SELECT COUNT(*) FROM sessions WHERE archived <> 0 "
+    "AND (:p_source IS NULL OR source = :p_source)"
+)
+_AT_LEAST = sourced(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM sessions "
+    "WHERE (:p_source IS NULL OR source = :p_source) LIMIT :p_n) found"
+)
+_AT_LEAST_LIVE = sourced(
+    "SELECT COUNT(*) FROM (SELECT 1 FROM sessions "
+    "WHERE archived = 0 AND (:p_source IS NULL OR source = :p_source) LIMIT :p_n) found"
+)
 _SESSION_FIELDS = ("user_id", "model", "model_config", "system_prompt", "parent_session_id")
 
 _EXISTS = Prepared(text("SELECT id FROM sessions WHERE id = :p_id"))
@@ -331,6 +344,9 @@ class SessionRepository(SessionTitles, SessionUsage, SessionPruning):
         offset: int = 0,
         include_children: bool = False,
         project_compression_tips: bool = True,
+        include_archived: bool = False,
+        include_pinned: bool = False,
+        archived_only: bool = False,
     ) -> list[dict[str, Any]]:
         """The old class's listing: one entry per conversation, newest start first.
 
@@ -340,12 +356,21 @@ class SessionRepository(SessionTitles, SessionUsage, SessionPruning):
         root is shown as its tip, with ``_lineage_root_id`` naming the root
         (see :mod:`~hermes_store.repositories.listing`) unless
         ``project_compression_tips`` is False or children are included.
-        ``limit`` and ``offset`` count the listed entries.
+        ``limit`` and ``offset`` count the listed entries. Archived sessions
+        are left out unless ``include_archived``; ``include_pinned`` adds,
+        on the first page only (``offset`` 0), the pinned sessions the
+        filters admit that the page does not hold, after its ``limit`` rows.
+        ``archived_only`` lists the archived sessions alone (``hermes-store
+        sessions --archived``). Each row carries the agent's ``archived`` and
+        ``pinned`` flags (0 on a file without them).
         """
         source, limit, offset = page_args(source, limit, offset)
         excluded = names_arg("exclude_sources", exclude_sources) or []
         include_children = bool_arg("include_children", include_children)
         project = bool_arg("project_compression_tips", project_compression_tips)
+        include_archived = bool_arg("include_archived", include_archived)
+        include_pinned = bool_arg("include_pinned", include_pinned)
+        archived_only = bool_arg("archived_only", archived_only)
         rows = _listing.page(
             self._c,
             self._layout,
@@ -354,7 +379,23 @@ class SessionRepository(SessionTitles, SessionUsage, SessionPruning):
             limit=limit,
             offset=offset,
             include_children=include_children,
+            include_archived=include_archived,
+            archived_only=archived_only,
         )
+        if include_pinned and offset == 0:
+            listed = {row["id"] for row in rows}
+            rows += [
+                row
+                for row in _listing.pinned(
+                    self._c,
+                    self._layout,
+                    source=source,
+                    exclude_sources=excluded,
+                    include_children=include_children,
+                    include_archived=include_archived,
+                )
+                if row["id"] not in listed
+            ]
         roots = _listing.compression_roots(rows)
         if not project or include_children or not roots:
             return rows
@@ -392,10 +433,31 @@ class SessionRepository(SessionTitles, SessionUsage, SessionPruning):
         """
         return tuple(self._c.execute(_NO_ROW).keys())
 
-    def count(self, source: str | None = None) -> int:
-        """How many sessions the store holds (of one source, or all)."""
+    def count(self, source: str | None = None, include_archived: bool = True) -> int:
+        """How many sessions the store holds (of one source, or all), archived ones or not.
+
+        Without the archived ones: the whole count less the archived, which
+        revision 0016's partial index holds (few rows), so it costs what the
+        whole count does.
+        """
         text_arg("source", source, optional=True)
-        return int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
+        include_archived = bool_arg("include_archived", include_archived)
+        total = int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
+        if include_archived or not self._layout.keeps_flags:
+            return total
+        return total - int(self._c.execute(_COUNT_ARCHIVED, {"p_source": source}).scalar_one())
+
+    def count_at_least(
+        self, n: int, source: str | None = None, include_archived: bool = False
+    ) -> bool:
+        """Whether there are at least ``n`` sessions: reads ``n`` index entries at most."""
+        n = int_arg("n", n, minimum=0)
+        text_arg("source", source, optional=True)
+        include_archived = bool_arg("include_archived", include_archived)
+        live = include_archived or not self._layout.keeps_flags
+        statement = _AT_LEAST if live else _AT_LEAST_LIVE
+        found = self._c.execute(statement, {"p_source": source, "p_n": n}).scalar_one()
+        return int(found) >= n
 
 
 _RESTORED_TEXT = (

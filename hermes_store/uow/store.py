@@ -32,6 +32,7 @@ from hermes_store.errors import (
     InvalidInputError,
     ReadOnlyStoreError,
     SchemaError,
+    StoreError,
     UnknownBackendError,
 )
 from hermes_store.schema.state import (
@@ -345,6 +346,18 @@ class Store:
             failures=self._failures,
             clock=self.clock,
         )
+
+    def name_failure(self, error: BaseException) -> StoreError:
+        """The store's error for a failure of its database met outside a unit of work.
+
+        For work a unit cannot hold (VACUUM runs outside any transaction):
+        named as a unit would name it -- damage, a full disk, a lost server --
+        else a plain StoreError naming the database.
+        """
+        if isinstance(error, StoreError):
+            return error
+        named = self._failures.translate(error)
+        return named if named is not None else StoreError(f"{self._where()}: {error}")
 
     def refuse_if_read_only(self) -> None:
         """ReadOnlyStoreError if this store may not write (for work that reads before it writes)."""

@@ -52,7 +52,9 @@ if TYPE_CHECKING:
     # quarter of ``import sqlalchemy`` again, and the repositories build their
     # statements at import -- a unit that never asks for them (``hermes-store
     # current``, a layout read) pays for neither.
+    from hermes_store.repositories.keeping import KeepingRepository
     from hermes_store.repositories.messages import MessageRepository
+    from hermes_store.repositories.meta import MetaRepository
     from hermes_store.repositories.search import SearchRepository
     from hermes_store.repositories.sessions import SessionRepository
     from hermes_store.uow.orm import UnitSession
@@ -237,6 +239,8 @@ class UnitOfWork:
         self._sessions: SessionRepository | None = None
         self._messages: MessageRepository | None = None
         self._search: SearchRepository | None = None
+        self._keeping: KeepingRepository | None = None
+        self._meta: MetaRepository | None = None
         return self
 
     # The repositories are made on first use: an append needs two of the three.
@@ -268,6 +272,26 @@ class UnitOfWork:
 
             self._search = SearchRepository(self.connection, self.layout)
         return self._search
+
+    @property
+    def keeping(self) -> KeepingRepository:
+        """Archive, pin, cleanup of many or empty sessions, finding sessions by id."""
+        if self._keeping is None:
+            from hermes_store.repositories.keeping import KeepingRepository
+
+            self._keeping = KeepingRepository(
+                self.connection, self.layout, self.sessions, self._clock
+            )
+        return self._keeping
+
+    @property
+    def meta(self) -> MetaRepository:
+        """The ``state_meta`` key/value table the store shares with the agent."""
+        if self._meta is None:
+            from hermes_store.repositories.meta import MetaRepository
+
+            self._meta = MetaRepository(self.connection, self.layout)
+        return self._meta
 
     def _begin_through_sqlalchemy(self, connection: Connection) -> None:
         # A kept connection carries the previous unit's options (they are

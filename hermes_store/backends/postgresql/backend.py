@@ -227,6 +227,12 @@ class PostgresqlBackend:
             max_lag_s=max_lag_s,
         )
 
+    def vacuum(self, engine: Engine, patience_s: float) -> None:
+        """``VACUUM (ANALYZE)`` of the store's tables in autocommit (:mod:`.vacuum`)."""
+        from hermes_store.backends.postgresql.vacuum import vacuum
+
+        vacuum(engine)
+
 
 @cache
 def _search() -> SearchFeatures:

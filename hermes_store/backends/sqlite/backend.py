@@ -280,6 +280,15 @@ class SqliteBackend:
             "read_url is for PostgreSQL"
         )
 
+    def vacuum(self, engine: Engine, patience_s: float) -> None:
+        """``VACUUM`` on a connection of its own, then the WAL truncated (:mod:`.vacuum`)."""
+        from hermes_store.backends.sqlite.vacuum import vacuum
+
+        database = engine.url.database
+        if not database:
+            return  # an in-memory database has no file to shrink
+        vacuum(Path(database), patience_s)
+
 
 @cache
 def _search_of(layout: Layout) -> SearchFeatures:

@@ -16,6 +16,9 @@ from hermes_store.backends.layout import (
     BIGRAM_OBJECTS,
     CJK_INDEX,
     FTS_TABLES,
+    LIVE_ROOTS_LISTING_INDEX,
+    LIVE_ROOTS_SOURCE_LISTING_INDEX,
+    META_TABLE,
     REQUIRED_MESSAGE_COLUMNS,
     REQUIRED_SESSION_COLUMNS,
     ROOTS_LISTING_INDEX,
@@ -177,6 +180,12 @@ def detect(dbapi_connection: sqlite3.Connection, state: SchemaState) -> Layout:
         roots_listing={("index", ROOTS_LISTING_INDEX), ("index", ROOTS_SOURCE_LISTING_INDEX)}
         <= kinds,
         search_filter=("index", SEARCH_FILTER_INDEX) in kinds,
+        live_listing={
+            ("index", LIVE_ROOTS_LISTING_INDEX),
+            ("index", LIVE_ROOTS_SOURCE_LISTING_INDEX),
+        }
+        <= kinds,
+        state_meta=META_TABLE in tables,
     )
 
 
