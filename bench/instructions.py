@@ -72,8 +72,14 @@ def by_object(profile: Path) -> collections.Counter[str]:
         match = _LINE.match(line)
         if match:
             name = Path(match["object"]).name
+            # pysqlite3 (the bundled library) links SQLite into its module: counted as SQLite.
+            bundled = "pysqlite3" in match["object"]
             kind = (
-                "sqlite" if "libsqlite3" in name else "python" if "libpython" in name else "other"
+                "sqlite"
+                if "libsqlite3" in name or bundled
+                else "python"
+                if "libpython" in name
+                else "other"
             )
             totals[kind] += int(match.group(1).replace(",", ""))
     return totals
