@@ -148,7 +148,8 @@ def filled_agent_file(ctx: Context, version: int) -> Path:
             "INSERT INTO sessions (id, source, started_at, message_count) VALUES (?, 'cli', ?, 50)",
             [(s, 1_760_000_000.0 + i) for i, s in enumerate(sessions)],
         )
-        sql = f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        marks = ", ".join("?" * len(columns))
+        sql = f"INSERT INTO messages ({', '.join(columns)}) VALUES ({marks})"
         rows = []
         for i in range(total):
             message = flat[i % len(flat)]

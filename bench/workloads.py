@@ -126,7 +126,7 @@ class Workload:
     in_process: bool = True
     """False when child processes do the work: this process's CPU time then says nothing."""
     baseline: str = "plain"
-    """The implementation in the "plain" column: the agent-file rows put the agent's replica there."""
+    """The implementation in the "plain" column (the agent-file rows put the agent's replica)."""
 
 
 def _remove_db(path: Path) -> None:
