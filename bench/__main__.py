@@ -28,6 +28,7 @@ from typing import Any
 
 from hermes_store.backends.sqlite.library import driver as sqlite3
 
+from . import agent_workloads as AW
 from . import workloads as W
 from .corpus import SEARCH_QUERIES
 from .impls import IMPLS
@@ -53,7 +54,7 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
     """Warm-up, then ``reps`` repetitions alternating the order plain/store, store/plain."""
     # Results are keyed by role: "store" is the contender (a floor row puts
     # another baseline there).
-    roles = [("plain", IMPLS["plain"]), ("store", IMPLS[workload.contender])]
+    roles = [("plain", IMPLS[workload.baseline]), ("store", IMPLS[workload.contender])]
     samples: dict[str, list[float]] = {role: [] for role, _impl in roles}
     extras: dict[str, list[dict[str, Any]]] = {role: [] for role, _impl in roles}
     overhead = [0.0]  # untimed setup + teardown, for the progress log
@@ -107,6 +108,8 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
             else None
         ),
         "ratio": ratio,
+        "p95_s": {name: _p95(values) for name, values in samples.items()},
+        "load": os.getloadavg()[0],
         "paired_ratio_iqr": spread,
         "target": workload.target,
         "verdict": verdict,
@@ -123,6 +126,11 @@ def measure(workload: W.Workload, ctx: W.Context) -> dict[str, Any]:
             e.get("identical_output", True) for n in samples for e in extras[n]
         )
     return result
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def cross_check(ctx: W.Context) -> list[str]:
@@ -178,7 +186,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
     header = (
         f"{'workload':<40} {'size':<44} {'reps':>4} {'unit':<12} "
         f"{'plain':>10} {'store':>10} {'store/plain':>11} {'spread':>11} {'cpu s/p':>7} "
-        f"{'target':>7}  verdict"
+        f"{'p95 s/p':>7} {'load':>5} {'target':>7}  verdict"
     )
     print(header)
     print("-" * len(header))
@@ -197,10 +205,12 @@ def print_table(results: list[dict[str, Any]]) -> None:
         cpu = "-" if r["cpu_ratio"] is None else f"{r['cpu_ratio']:.2f}"
         iqr = r["paired_ratio_iqr"]
         spread = "-" if iqr is None else f"{iqr[0]:.2f}-{iqr[1]:.2f}"
+        p95 = r["p95_s"]["store"] / r["p95_s"]["plain"]
         print(
             f"{r['title']:<40} {r['size']:<44} {r['reps']:>4} {r['unit']:<12} "
             f"{fmt_time(r['median_s']['plain']):>10} {fmt_time(r['median_s']['store']):>10} "
-            f"{r['ratio']:>11.2f} {spread:>11} {cpu:>7} {target:>7}  {verdict}"
+            f"{r['ratio']:>11.2f} {spread:>11} {cpu:>7} {p95:>7.2f} {r['load']:>5.1f} "
+            f"{target:>7}  {verdict}"
         )
 
 
@@ -293,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         print("cross-check plain vs store results: " + ("; ".join(problems) or "identical"))
         print()
         results = []
-        for workload in W.by_key(ctx).values():
+        chosen = {**W.by_key(ctx), **AW.by_key(ctx, only)}
+        for workload in chosen.values():
             if only and workload.key not in only:
                 continue
             log(f"  running {workload.key} ({workload.reps} reps, interleaved) ...")
@@ -330,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def keys() -> list[str]:
-    return list(W.KEYS)
+    return [*W.KEYS, *AW.KEYS]
 
 
 if __name__ == "__main__":

@@ -89,7 +89,19 @@ class StoreNormalDurability(StoreImpl):
         return SessionDB(wal_like_plain(path), durability="normal")
 
 
+class AgentPlain(Plain):
+    """A plain-sqlite3 replica of the agent's own append (:mod:`bench.agent_plain`)."""
+
+    name = "agent"
+
+    def open(self, path: Path) -> Any:
+        from .agent_plain import AgentPlainDB
+
+        return AgentPlainDB(path)
+
+
 IMPLS: dict[str, Impl] = {
+    "agent": AgentPlain(),
     "plain": Plain(),
     "plain_tx": PlainOneTransaction(),
     "store": StoreImpl(),

@@ -1,4 +1,4 @@
-"""``python -m bench.instructions [--appends N] [--turns N]``: instructions per operation.
+"""``python -m bench.instructions [--appends N] [--turns N] [--agent-files]``: instructions per op.
 
 Wall and CPU times on a shared machine move 10-20% from run to run; the number
 of instructions a process executes for the same work does not. Each
@@ -9,6 +9,11 @@ execute), the Python interpreter (each side's own code) and the rest (libc's
 memory and system-call wrappers, the sqlite3 and json modules). fsync and
 waiting for a lock cost no instructions: this is the CPU work alone, which is
 what the contention workload adds up when six writers relay one lock.
+
+``--agent-files`` counts the appends of issue #32 instead: plain on the
+document's schema with the trigram index against the store on our head file,
+and the agent's append (:mod:`bench.agent_plain`) against the store on files
+of the agent's layouts v10, v11 and v25.
 """
 
 from __future__ import annotations
@@ -67,8 +72,14 @@ def by_object(profile: Path) -> collections.Counter[str]:
         match = _LINE.match(line)
         if match:
             name = Path(match["object"]).name
+            # pysqlite3 (the bundled library) links SQLite into its module: counted as SQLite.
+            bundled = "pysqlite3" in match["object"]
             kind = (
-                "sqlite" if "libsqlite3" in name else "python" if "libpython" in name else "other"
+                "sqlite"
+                if "libsqlite3" in name or bundled
+                else "python"
+                if "libpython" in name
+                else "other"
             )
             totals[kind] += int(match.group(1).replace(",", ""))
     return totals
@@ -95,10 +106,37 @@ def measure(work: Path, template: Path, impl: str, operation: str, count: int) -
     return {kind: (loaded[kind] - base[kind]) / count for kind in ("sqlite", "python", "other")}
 
 
+def agent_files(work: Path, appends: int) -> None:
+    """The appends of issue #32, each pair on its own files (see the module's docstring)."""
+    from .agent_layouts import AGENT_VERSIONS, agent_template, doc_trigram_template
+
+    head = make_template(work / "template.db")
+    pairs = [("head", doc_trigram_template(work), "plain", head)]
+    pairs += [(f"agent v{v}", agent_template(work, v), "agent", None) for v in AGENT_VERSIONS]
+    print(
+        f"{'file':<10} {'impl':<9} {'k instr/op':>11} {'sqlite':>8} {'python':>8} "
+        f"{'other':>8} {'vs yardstick':>12}"
+    )
+    for label, template, yardstick, ours in pairs:
+        base = 0.0
+        for impl, path in ((yardstick, template), ("store", ours or template)):
+            cost = measure(work, path, impl, "append", appends)
+            total = sum(cost.values())
+            base = base or total
+            print(
+                f"{label:<10} {impl:<9} {total / 1e3:>11.1f} {cost['sqlite'] / 1e3:>8.1f} "
+                f"{cost['python'] / 1e3:>8.1f} {cost['other'] / 1e3:>8.1f} {total / base:>12.3f}",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions")
     parser.add_argument("--appends", type=int, default=200, help="appends counted")
     parser.add_argument("--turns", type=int, default=40, help="6-message turns counted")
+    parser.add_argument(
+        "--agent-files", action="store_true", help="the appends of issue #32 (agent's files)"
+    )
     parser.add_argument(
         "--child", nargs=4, metavar=("IMPL", "OP", "N", "DB"), help=argparse.SUPPRESS
     )
@@ -113,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(__file__).resolve().parent / ".work" / f"instructions-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     try:
+        if args.agent_files:
+            agent_files(work, args.appends)
+            return 0
         template = make_template(work / "template.db")
         print(
             f"{'operation':<10} {'impl':<9} {'k instr/op':>11} {'sqlite':>8} {'python':>8} "

@@ -125,6 +125,8 @@ class Workload:
     """The implementation in the "store" column: a floor row puts another baseline there."""
     in_process: bool = True
     """False when child processes do the work: this process's CPU time then says nothing."""
+    baseline: str = "plain"
+    """The implementation in the "plain" column (the agent-file rows put the agent's replica)."""
 
 
 def _remove_db(path: Path) -> None:
@@ -142,9 +144,18 @@ def _warm_writer(impl: Impl, db: Any) -> None:
     db.append_message("s0", "user", content="warm up")
 
 
-def _session_counts(path: Path) -> tuple[int, int]:
+def _session_counts(path: Path, session_id: str | None = None) -> tuple[int, int]:
+    """Rows in ``messages`` and what the counters say: of the file, or of one session."""
     connection = sqlite3.connect(path)
     try:
+        if session_id is not None:
+            messages = connection.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()[0]
+            counted = connection.execute(
+                "SELECT COALESCE(message_count, 0) FROM sessions WHERE id = ?", (session_id,)
+            )
+            return messages, counted.fetchone()[0]
         messages = connection.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
         counted = connection.execute("SELECT COALESCE(SUM(message_count), 0) FROM sessions")
         return messages, counted.fetchone()[0]
@@ -503,12 +514,21 @@ def concurrent_writers_normal(ctx: Context) -> Workload:
 
 
 def _concurrent_writers(
-    ctx: Context, key: str, title: str, target: float | None, contender: str = "store"
+    ctx: Context,
+    key: str,
+    title: str,
+    target: float | None,
+    contender: str = "store",
+    *,
+    template: Path | None = None,
+    writers: int | None = None,
+    baseline: str = "plain",
 ) -> Workload:
-    writers, appends = ctx.sizes.writers, ctx.sizes.writer_appends
+    writers = writers or ctx.sizes.writers
+    appends = ctx.sizes.writer_appends
 
     def setup(impl: Impl, ctx: Context) -> dict[str, Any]:
-        path = ctx.fresh(f"writers-{impl.name}")
+        path = ctx.fresh(f"{key}-{impl.name}", template)
         connection = sqlite3.connect(path, isolation_level=None)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.executemany(
@@ -575,6 +595,7 @@ def _concurrent_writers(
         needs_zero_errors=True,
         in_process=False,
         contender=contender,
+        baseline=baseline,
     )
 
 

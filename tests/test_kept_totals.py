@@ -231,8 +231,9 @@ def test_a_head_file_whose_totals_were_removed_is_counted_exactly(filled: Any) -
     db.close()
 
 
-def test_a_file_the_agents_code_moved_on_counts_its_live_messages(filled: Any) -> None:
-    """Agent v12+: rows it rewound are ``active = 0`` and not counted; the kept total counts all."""
+def test_a_file_the_agents_code_moved_on_counts_as_the_agent_does(filled: Any) -> None:
+    """Agent v12+: rows it rewound are ``active = 0``; the whole file's count is every row,
+    as the agent's own ``message_count()`` says (and the kept total), a session's its live rows."""
     path, db = filled
     db.close()
     with _raw(path) as raw:
@@ -240,9 +241,15 @@ def test_a_file_the_agents_code_moved_on_counts_its_live_messages(filled: Any) -
         raw.execute("UPDATE messages SET active = 0 WHERE id % 3 = 0")
         raw.execute("UPDATE schema_version SET version = 12")
         (live,) = raw.execute("SELECT COUNT(*) FROM messages WHERE active = 1").fetchone()
-        assert _kept_count(path) > live
+        (every,) = raw.execute("SELECT COUNT(*) FROM messages").fetchone()
+        session, live_in_session = raw.execute(
+            "SELECT session_id, SUM(active) FROM messages GROUP BY session_id "
+            "HAVING SUM(active) < COUNT(*) LIMIT 1"
+        ).fetchone()
+        assert _kept_count(path) == every > live
     with SessionDB(path) as agents:
-        assert agents.message_count() == live
+        assert agents.message_count() == every
+        assert agents.message_count(session) == live_in_session
         usage = _reported(agents)[1]
     exact = _exact(path)[1]
     assert {m: row[:3] for m, row in usage.items()} == {m: row[:3] for m, row in exact.items()}

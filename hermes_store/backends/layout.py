@@ -30,7 +30,7 @@ program made to the file and reads the layout again (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from hermes_store.schema import totals
 from hermes_store.schema.state import (
@@ -148,6 +148,15 @@ class Layout:
     """Revision 0016's partial indexes of root sessions not archived are there."""
     state_meta: bool = False
     """The agent's ``state_meta`` key/value table is there (its v7+; our revision 0016)."""
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        # Hashed on every lookup of a layout's statements: computed once, not per lookup.
+        key = tuple(getattr(self, f.name) for f in fields(self) if f.compare)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     # -- what the statements need to know --------------------------------
     @property
@@ -167,7 +176,7 @@ class Layout:
     @property
     def standard(self) -> bool:
         """The layout this package's own revisions build (equal to :data:`STANDARD`)."""
-        return self == STANDARD
+        return self is STANDARD or self == STANDARD
 
     @property
     def cjk_degrade_needed(self) -> bool:

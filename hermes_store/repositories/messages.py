@@ -81,11 +81,12 @@ class _Statements:
     for_session: Prepared
     conversation: Prepared
     delete_for_session: Any
-    count_all: Any
-    count_session: Any
+    count_all: Prepared
+    """All rows, live or not: what the agent's own store reports for the whole file."""
+    count_session: Prepared
+    """One session's live rows (the agent's ``active`` flag hides the rest)."""
     kept_count: bool
-    """Revision 0011 may keep the count of all messages here (its triggers count every
-    row; a file where the agent's ``active`` flag hides some is counted exactly)."""
+    """Revision 0011 may keep the count of all messages here (its triggers count every row)."""
 
     def batch(self, rows: int, with_ids: bool) -> tuple[Prepared, tuple[str, ...]]:
         return _batch_insert(self.layout, rows, with_ids)
@@ -121,9 +122,13 @@ def statements_for(layout: Layout) -> _Statements:
             read(f"SELECT {conversation} FROM messages m WHERE m.session_id = :p_id{live}{order}")
         ),
         delete_for_session=text("DELETE FROM messages WHERE session_id = :p_id"),
-        count_all=text(f"SELECT COUNT(*) FROM messages m WHERE 1 = 1{live}"),
-        count_session=text(f"SELECT COUNT(*) FROM messages m WHERE m.session_id = :p_id{live}"),
-        kept_count=layout.kept_totals and not live,
+        # Every row, as the agent's own message_count() counts on its files: a bare
+        # COUNT(*) reads the smallest index, where a filter on ``active`` reads the table.
+        count_all=Prepared(text("SELECT COUNT(*) FROM messages")),
+        count_session=Prepared(
+            text(f"SELECT COUNT(*) FROM messages m WHERE m.session_id = :p_id{live}")
+        ),
+        kept_count=layout.kept_totals,
     )
 
 
@@ -376,24 +381,29 @@ class MessageRepository:
         return [conversation_entry(row) for row in rows]
 
     def count(self, session_id: str | None = None) -> int:
-        """How many messages the session (or the whole store) holds."""
+        """How many messages the session (or the whole store) holds.
+
+        The whole store's count is every row, as the agent's own store counts
+        on its files (rows its rewinds marked inactive included); a session's
+        count is its live rows, the ones its reads return.
+        """
         text_arg("session_id", session_id, optional=True)
         if session_id is None:
             if (
                 self._s.kept_count
                 and backend_of(self._c).keeps_totals
-                and self._c.execute(_KEPT_TRUSTED).scalar()
+                and _KEPT_TRUSTED.scalar(self._c, {})
             ):
-                kept = self._c.execute(_KEPT_COUNT).scalar()
+                kept = _KEPT_COUNT.scalar(self._c, {})
                 if kept is not None:
                     return int(kept)
-            return int(self._c.execute(self._s.count_all).scalar_one())
-        return int(self._c.execute(self._s.count_session, {"p_id": session_id}).scalar_one())
+            return int(self._s.count_all.scalar(self._c, {}))
+        return int(self._s.count_session.scalar(self._c, {"p_id": session_id}))
 
 
 # Read only where the total and its triggers are intact (hermes_store.schema.totals).
-_KEPT_TRUSTED = text(KEPT_MESSAGE_TRUSTED)
-_KEPT_COUNT = text(KEPT_MESSAGE_COUNT)
+_KEPT_TRUSTED = Prepared(text(KEPT_MESSAGE_TRUSTED))
+_KEPT_COUNT = Prepared(text(KEPT_MESSAGE_COUNT))
 _JSON_POSITIONS = tuple(MESSAGE_COLUMNS.index(name) for name in JSON_FIELDS)
 _IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparams(
     bindparam("p_ids", expanding=True)
