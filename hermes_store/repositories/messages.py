@@ -49,7 +49,6 @@ from hermes_store.repositories.shapes import (
 )
 from hermes_store.schema.layout import MESSAGE_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import messages_table
-from hermes_store.schema.totals import KEPT_MESSAGE_COUNT, KEPT_MESSAGE_TRUSTED
 
 M = messages_table
 
@@ -393,21 +392,15 @@ class MessageRepository:
         """How many messages the session (or the whole store) holds."""
         text_arg("session_id", session_id, optional=True)
         if session_id is None:
-            if (
-                self._s.kept_count
-                and backend_of(self._c).keeps_totals
-                and self._c.execute(_KEPT_TRUSTED).scalar()
-            ):
-                kept = self._c.execute(_KEPT_COUNT).scalar()
+            if self._s.kept_count:
+                backend = backend_of(self._c)
+                kept = backend.kept_message_count(self._c) if backend.keeps_totals else None
                 if kept is not None:
-                    return int(kept)
+                    return kept
             return int(self._c.execute(self._s.count_all).scalar_one())
         return int(self._c.execute(self._s.count_session, {"p_id": session_id}).scalar_one())
 
 
-# Read only where the total and its triggers are intact (hermes_store.schema.totals).
-_KEPT_TRUSTED = text(KEPT_MESSAGE_TRUSTED)
-_KEPT_COUNT = text(KEPT_MESSAGE_COUNT)
 _JSON_POSITIONS = tuple(MESSAGE_COLUMNS.index(name) for name in JSON_FIELDS)
 _IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparams(
     bindparam("p_ids", expanding=True)

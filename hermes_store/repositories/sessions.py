@@ -54,7 +54,6 @@ from hermes_store.repositories.shapes import (
     shadowed,
     writable_sessions,
 )
-from hermes_store.schema import totals
 from hermes_store.schema.layout import SESSION_COLUMNS, STANDARD, Layout
 from hermes_store.schema.tables import FLOAT, messages_table, sessions_table
 
@@ -218,10 +217,6 @@ _TOKENS_BY_MODEL = """
     GROUP BY model
     ORDER BY total_cost DESC NULLS LAST, model
     """
-# Revision 0011 keeps the report's answer (see hermes_store.schema.totals): read when the
-# file shows its table and triggers intact, in the same transaction as the answer.
-_KEPT_USAGE_TRUSTED = text(totals.KEPT_USAGE_TRUSTED)
-_KEPT_USAGE = text(totals.KEPT_USAGE)
 _TOP_BY_TOKENS = """
     SELECT id, title, model, CAST(input_tokens AS BIGINT) + output_tokens AS total_tokens,
            estimated_cost_usd
@@ -1004,16 +999,17 @@ class SessionRepository:
     def token_usage_by_model(self) -> list[ModelUsage]:
         """Token and cost totals per model, the costliest first (the document's query).
 
-        Read from revision 0011's kept totals where the file shows them intact
-        (the same rows; a cost may differ from ``SUM``'s in its last bits, see
+        Read from the kept totals where the backend trusts them (the same rows;
+        a cost may differ from ``SUM``'s in its last bits, see
         :mod:`hermes_store.schema.totals`), else aggregated from ``sessions``.
         """
-        if self._kept_totals() and self._c.execute(_KEPT_USAGE_TRUSTED).scalar():
-            return [ModelUsage(**row) for row in self._rows(_KEPT_USAGE, {})]
+        kept = self._backend.kept_usage(self._c) if self._kept_totals() else None
+        if kept is not None:
+            return [ModelUsage(**row) for row in kept]
         return [ModelUsage(**row) for row in self._rows(self._r.tokens_by_model, {})]
 
     def _kept_totals(self) -> bool:
-        """Whether this file may hold revision 0011's totals (SQLite only: see the revision)."""
+        """Whether this store may hold kept totals (the backend then says if they are trusted)."""
         return self._layout.kept_totals and self._backend.keeps_totals
 
     def top_by_tokens(self, limit: int = 10) -> list[TopSession]:
