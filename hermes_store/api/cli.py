@@ -581,21 +581,16 @@ def import_(*, file: Path, db: Path | None, url: str | None, patience: float | N
 
 def copy_(*, source: str, destination: str, batch_size: int) -> None:
     """Copy every session and message into another store (SQLite -> PostgreSQL); idempotent."""
+    from hermes_store.api.cli_progress import ProgressLines
     from hermes_store.tools.copy import copy_store
 
     origin = _target(None, source, None)
     if not origin.exists():
         raise CliError(f"no database at {origin.describe()} (--from)")
     goal = _target(None, destination, None)
-    with _progress() as progress:
-        tasks: dict[str, Any] = {}
-
-        def progressed(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = progress.add_task(f"copying {phase}", total=total)
-            progress.update(tasks[phase], completed=done, total=total)
-
-        report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=progressed)
+    # Lines, not a bar: a long copy is often run with stderr to a log (cli_progress).
+    progressed = ProgressLines("copying")
+    report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=progressed)
     if report.dangling_parents:
         names = ", ".join(report.dangling_parents[:5])
         warn(
@@ -1015,9 +1010,9 @@ COMMANDS = (
             arg(
                 "--batch-size",
                 type=positive_int,
-                default=1000,
+                default=20_000,
                 metavar="N",
-                help="Rows per transaction.",
+                help="Rows per transaction (default 20,000).",
             ),
         ),
     ),
