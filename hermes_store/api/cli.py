@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -201,10 +202,17 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
     if existed and not _writable(target) and _at_head(target):
         return
+
+    def stepped(revision: str, what: str, seconds: float) -> None:
+        say(f"upgrade {revision}: {what} ({seconds:.1f} s)", stderr=True)
+        sys.stderr.flush()
+
+    started = time.perf_counter()
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
-        store.upgrade_to_head()
+        store.upgrade_to_head(on_step=stepped)
         after = _state(store)
+    took = f" in {time.perf_counter() - started:.1f} s"
     now = f"schema version {after[0]}, revision {after[1]}"
     if ladder_of(*after) is Ladder.AGENT:
         say(
@@ -217,7 +225,7 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
         say(f"{target.describe()}: already at head ({now})")
     else:
         was = f"schema version {before[0]}, revision {before[1] or 'none'}"
-        say(f"upgraded {target.describe()}: {was} -> {now}")
+        say(f"upgraded {target.describe()}: {was} -> {now}{took}")
 
 
 def _writable(target: Target) -> bool:
