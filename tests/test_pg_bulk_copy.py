@@ -118,7 +118,7 @@ def test_a_killed_copy_run_again_finishes_exactly(
     assert _scalar(url, "SELECT COUNT(*) FROM messages") == total
     assert _scalar(url, "SELECT COUNT(DISTINCT id) FROM messages") == total
     assert _scalar(url, "SELECT reltuples FROM pg_class WHERE relname = 'messages'") > 0  # ANALYZE
-    with SessionDB(url) as db, SessionDB(source) as original:
+    with SessionDB(target) as db, SessionDB(source) as original:
         assert db.message_count() == total
         assert db.token_usage_by_model() == original.token_usage_by_model()
         for n in range(SESSIONS):

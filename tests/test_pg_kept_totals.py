@@ -38,7 +38,7 @@ def _plain(url: URL) -> str:
 
 
 @pytest.fixture
-def admin(pg_url: URL) -> Iterator[Engine]:
+def admin(pg_url: Any) -> Iterator[Engine]:
     engine = create_engine(pg_url, poolclass=NullPool)
     yield engine
     engine.dispose()
@@ -67,7 +67,7 @@ def _same_usage(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
             assert a["total_cost"] == pytest.approx(b["total_cost"], rel=1e-12)
 
 
-def _assert_kept_right(url: URL, engine: Engine) -> None:
+def _assert_kept_right(url: Any, engine: Engine) -> None:
     count, usage = _exact(engine)
     kept_count, kept_usage = _kept(engine)
     assert kept_count == count, (kept_count, count)  # read from the kept rows, not counted
@@ -90,7 +90,7 @@ def _fill(db: SessionDB, sessions: int, messages: int) -> None:
         db.update_token_counts(sid, input_tokens=10 * n, output_tokens=n, estimated_cost_usd=cost)
 
 
-def test_appends_usage_and_deletes_keep_both_totals(pg_url: URL, admin: Engine) -> None:
+def test_appends_usage_and_deletes_keep_both_totals(pg_url: Any, admin: Engine) -> None:
     with SessionDB(pg_url) as db:
         _fill(db, 12, 5)
         db.append_messages("s1", [{"role": "user", "content": f"batch {k}"} for k in range(30)])
@@ -104,7 +104,7 @@ def test_appends_usage_and_deletes_keep_both_totals(pg_url: URL, admin: Engine) 
     _assert_kept_right(pg_url, admin)
 
 
-def test_a_prune_keeps_both_totals(pg_url: URL, admin: Engine) -> None:
+def test_a_prune_keeps_both_totals(pg_url: Any, admin: Engine) -> None:
     with SessionDB(pg_url) as db:
         _fill(db, 10, 4)
         for n in range(10):
@@ -136,7 +136,7 @@ with SessionDB(url) as db:
 
 
 def test_writers_in_several_processes_keep_exact_totals_in_stripes(
-    pg_url: URL, admin: Engine
+    pg_url: Any, admin: Engine
 ) -> None:
     url = _plain(pg_url)
     procs = [
@@ -160,7 +160,7 @@ def test_writers_in_several_processes_keep_exact_totals_in_stripes(
 
 
 def test_a_disabled_trigger_sends_readers_to_the_tables_and_repair_restores_it(
-    pg_url: URL, admin: Engine
+    pg_url: Any, admin: Engine
 ) -> None:
     with SessionDB(pg_url) as db:
         _fill(db, 4, 3)
@@ -186,7 +186,7 @@ def test_a_disabled_trigger_sends_readers_to_the_tables_and_repair_restores_it(
     _assert_kept_right(pg_url, admin)
 
 
-def test_check_reports_drift_and_repair_rebuilds_the_totals(pg_url: URL, admin: Engine) -> None:
+def test_check_reports_drift_and_repair_rebuilds_the_totals(pg_url: Any, admin: Engine) -> None:
     with SessionDB(pg_url) as db:
         _fill(db, 5, 2)
     with admin.begin() as connection:
@@ -205,7 +205,7 @@ def test_check_reports_drift_and_repair_rebuilds_the_totals(pg_url: URL, admin: 
     _assert_kept_right(pg_url, admin)
 
 
-def test_the_reports_read_the_totals_in_constant_work(pg_url: URL, admin: Engine) -> None:
+def test_the_reports_read_the_totals_in_constant_work(pg_url: Any, admin: Engine) -> None:
     """The kept count is a sum over at most 16 rows, whatever the number of messages."""
     with SessionDB(pg_url) as db:
         db.create_session("big", "cli", model="m")

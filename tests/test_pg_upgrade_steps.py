@@ -75,7 +75,7 @@ def test_cli_upgrade_reports_each_revision_and_the_total(
     assert all(line.endswith(" s)") for line in steps), steps
     assert "stored" in steps[0] or "tsvector" in steps[0], steps[0]
     assert f"revision 0013 -> schema version 6, revision {HEAD_REVISION} in " in done.stdout
-    with SessionDB(url) as db:
+    with SessionDB(url.render_as_string(hide_password=False)) as db:
         assert db.message_count() == 1000
         assert len(db.search_messages("rollout", limit=5)) == 5
         assert {row["model"] for row in db.token_usage_by_model()} == {"model-0", "model-1"}
