@@ -86,7 +86,7 @@ def _fill(db: SessionDB, sessions: int, messages: int) -> None:
         db.create_session(sid, "cli", model=f"model-{n % 3}" if n % 4 else None)
         for m in range(messages):
             db.append_message(sid, "user" if m % 2 else "assistant", f"message {m} of {sid}")
-        cost = 0.1 * n
+        cost = 0.1 * n + 0.001 * n * n  # no two models tie on cost (order is by cost)
         db.update_token_counts(sid, input_tokens=10 * n, output_tokens=n, estimated_cost_usd=cost)
 
 
