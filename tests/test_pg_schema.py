@@ -17,6 +17,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import NullPool
 
 from hermes_store import SessionDB, Store
+from hermes_store.backends.postgresql import totals as pg_totals
 from hermes_store.errors import SchemaError
 from hermes_store.schema.migrate import (
     HEAD_REVISION,
@@ -102,6 +103,9 @@ def test_alembic_upgrade_head_builds_an_empty_postgresql_database(
     assert ("id", "BIGINT") in columns
 
 
+KEPT_TABLES = {"alembic_version", *pg_totals.TABLES}
+
+
 def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> None:
     migrated = engine()
     upgrade_to_head(migrated)
@@ -110,9 +114,9 @@ def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> No
         differences = compare_metadata(context, Base.metadata)
         indexes = {i["name"] for i in inspect(connection).get_indexes("messages")}
     # Explained: revision 0016's flags, state_meta and indexes (the agent's, not documented);
-    # the search indexes and revision 0014's stored tsvector (PostgreSQL
-    # only), Alembic's own table, and sessions.id, which SQLite leaves nullable (the
-    # models mirror that) while a PostgreSQL primary key is always NOT NULL.
+    # the search indexes and revision 0014's stored tsvector (PostgreSQL only), Alembic's
+    # own table and revision 0017's kept totals, and sessions.id, which SQLite leaves
+    # nullable (the models mirror that) while a PostgreSQL primary key is always NOT NULL.
     explained_indexes = (
         SEARCH_INDEXES | {TOTAL_TOKENS_INDEX, TITLE_PATTERN_INDEX} | ROOT_INDEXES | KEEPING_INDEXES
     )
@@ -121,7 +125,7 @@ def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> No
         d
         for d in flat
         if not (d[0] == "remove_index" and d[1].name in explained_indexes)
-        and not (d[0] == "remove_table" and d[1].name in ("alembic_version", "state_meta"))
+        and not (d[0] == "remove_table" and d[1].name in (*KEPT_TABLES, "state_meta"))
         # revision 0016's: the agent's flags, kept outside the documented models
         and not (d[0] == "remove_column" and (d[2], d[3].name) in KEEPING_COLUMNS)
         and not (d[0] == "modify_nullable" and d[2:4] == ("sessions", "id"))

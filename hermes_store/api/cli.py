@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -246,10 +247,17 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
     existed = target.exists() and (target.path is None or target.path.stat().st_size > 0)
     if existed and not _writable(target) and _at_head(target):
         return
+
+    def stepped(revision: str, what: str, seconds: float) -> None:
+        say(f"upgrade {revision}: {what} ({seconds:.1f} s)", stderr=True)
+        sys.stderr.flush()
+
+    started = time.perf_counter()
     with _open(target, create=True, migrate=False) as store:
         before = _state(store) if existed else (None, None)
-        store.upgrade_to_head()
+        store.upgrade_to_head(on_step=stepped)
         after = _state(store)
+    took = f" in {time.perf_counter() - started:.1f} s"
     now = f"schema version {after[0]}, revision {after[1]}"
     if ladder_of(*after) is Ladder.AGENT:
         say(
@@ -262,7 +270,7 @@ def upgrade(*, db: Path | None, url: str | None, patience: float | None) -> None
         say(f"{target.describe()}: already at head ({now})")
     else:
         was = f"schema version {before[0]}, revision {before[1] or 'none'}"
-        say(f"upgraded {target.describe()}: {was} -> {now}")
+        say(f"upgraded {target.describe()}: {was} -> {now}{took}")
 
 
 def _writable(target: Target) -> bool:
@@ -656,21 +664,16 @@ def import_(*, file: Path, db: Path | None, url: str | None, patience: float | N
 
 def copy_(*, source: str, destination: str, batch_size: int) -> None:
     """Copy every session and message into another store (SQLite -> PostgreSQL); idempotent."""
+    from hermes_store.api.cli_progress import ProgressLines
     from hermes_store.tools.copy import copy_store
 
     origin = _target(None, source, None)
     if not origin.exists():
         raise CliError(f"no database at {origin.describe()} (--from)")
     goal = _target(None, destination, None)
-    with _progress() as progress:
-        tasks: dict[str, Any] = {}
-
-        def progressed(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = progress.add_task(f"copying {phase}", total=total)
-            progress.update(tasks[phase], completed=done, total=total)
-
-        report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=progressed)
+    # Lines, not a bar: a long copy is often run with stderr to a log (cli_progress).
+    progressed = ProgressLines("copying")
+    report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=progressed)
     if report.dangling_parents:
         names = ", ".join(report.dangling_parents[:5])
         warn(
@@ -1175,9 +1178,9 @@ COMMANDS = (
             arg(
                 "--batch-size",
                 type=positive_int,
-                default=1000,
+                default=20_000,
                 metavar="N",
-                help="Rows per transaction.",
+                help="Rows per transaction (default 20,000).",
             ),
         ),
     ),

@@ -149,7 +149,8 @@ class Backend(Protocol):
     name: str
     """SQLAlchemy's dialect name, the key of :data:`~hermes_store.backends.BACKENDS`."""
     keeps_totals: bool
-    """Reports may read kept totals (revision 0011's tables) where the layout has them."""
+    """Reports may read kept totals (SQLite: revision 0011; PostgreSQL: 0017) where the
+    layout has them, through :meth:`kept_message_count` and :meth:`kept_usage`."""
     names_indexes: bool
     """Statements may name the index to walk (SQLite's ``INDEXED BY``)."""
     has_file_layout: bool
@@ -227,6 +228,12 @@ class Backend(Protocol):
         self, cell: LayoutCell, connection: Connection, dbapi_connection: Any, *, write: bool
     ) -> Layout:
         """The file's layout now, read again when another program changed its schema."""
+
+    def kept_message_count(self, connection: Connection) -> int | None:
+        """The kept count of all messages, or None where it is not kept or not trusted."""
+
+    def kept_usage(self, connection: Connection) -> list[dict[str, Any]] | None:
+        """The usage report's rows from kept totals, or None where they are not to be read."""
 
     def insert_if_absent(self, table: Any) -> Any:
         """An INSERT of a session that does nothing when its id is taken."""

@@ -46,7 +46,6 @@ from hermes_store.domain.records import MessageRecord
 from hermes_store.errors import InvalidInputError, SessionNotFoundError
 from hermes_store.repositories.sessions import SessionRepository
 from hermes_store.schema.tables import messages_table
-from hermes_store.schema.totals import KEPT_MESSAGE_COUNT, KEPT_MESSAGE_TRUSTED
 
 M = messages_table
 
@@ -389,21 +388,15 @@ class MessageRepository:
         """
         text_arg("session_id", session_id, optional=True)
         if session_id is None:
-            if (
-                self._s.kept_count
-                and backend_of(self._c).keeps_totals
-                and _KEPT_TRUSTED.scalar(self._c, {})
-            ):
-                kept = _KEPT_COUNT.scalar(self._c, {})
+            if self._s.kept_count:
+                backend = backend_of(self._c)
+                kept = backend.kept_message_count(self._c) if backend.keeps_totals else None
                 if kept is not None:
-                    return int(kept)
+                    return kept
             return int(self._s.count_all.scalar(self._c, {}))
         return int(self._s.count_session.scalar(self._c, {"p_id": session_id}))
 
 
-# Read only where the total and its triggers are intact (hermes_store.schema.totals).
-_KEPT_TRUSTED = Prepared(text(KEPT_MESSAGE_TRUSTED))
-_KEPT_COUNT = Prepared(text(KEPT_MESSAGE_COUNT))
 _JSON_POSITIONS = tuple(MESSAGE_COLUMNS.index(name) for name in JSON_FIELDS)
 _IDS_TAKEN = text("SELECT 1 FROM messages WHERE id IN :p_ids LIMIT 1").bindparams(
     bindparam("p_ids", expanding=True)

@@ -13,7 +13,6 @@ from sqlalchemy import (
     case,
     cast,
     func,
-    text,
 )
 
 from hermes_store.domain.arguments import (
@@ -38,7 +37,6 @@ from hermes_store.repositories.session_base import (
     param,
     update_by_id,
 )
-from hermes_store.schema import totals
 from hermes_store.schema.tables import FLOAT
 
 
@@ -97,12 +95,6 @@ _SET_USAGE = update_by_id().values(
     actual_cost_usd=func.coalesce(param("actual_cost_usd", FLOAT), S.c.actual_cost_usd),
     **_LABELS,
 )
-
-# Revision 0011 keeps the report's answer (see hermes_store.schema.totals): read when the
-# file shows its table and triggers intact, in the same transaction as the answer.
-_KEPT_USAGE_TRUSTED = text(totals.KEPT_USAGE_TRUSTED)
-
-_KEPT_USAGE = text(totals.KEPT_USAGE)
 
 
 def _overflow(stored: dict[str, Any], usage: dict[str, Any]) -> InvalidInputError:
@@ -170,16 +162,17 @@ class SessionUsage(SessionBase):
     def token_usage_by_model(self) -> list[ModelUsage]:
         """Token and cost totals per model, the costliest first (the document's query).
 
-        Read from revision 0011's kept totals where the file shows them intact
-        (the same rows; a cost may differ from ``SUM``'s in its last bits, see
+        Read from the kept totals where the backend trusts them (the same rows;
+        a cost may differ from ``SUM``'s in its last bits, see
         :mod:`hermes_store.schema.totals`), else aggregated from ``sessions``.
         """
-        if self._kept_totals() and self._c.execute(_KEPT_USAGE_TRUSTED).scalar():
-            return [ModelUsage(**row) for row in self._rows(_KEPT_USAGE, {})]
+        kept = self._backend.kept_usage(self._c) if self._kept_totals() else None
+        if kept is not None:
+            return [ModelUsage(**row) for row in kept]
         return [ModelUsage(**row) for row in self._rows(self._r.tokens_by_model, {})]
 
     def _kept_totals(self) -> bool:
-        """Whether this file may hold revision 0011's totals (SQLite only: see the revision)."""
+        """Whether this store may hold kept totals (the backend then says if they are trusted)."""
         return self._layout.kept_totals and self._backend.keeps_totals
 
     def top_by_tokens(self, limit: int = 10) -> list[TopSession]:

@@ -14,6 +14,8 @@ two processes opening the same old file cannot both adopt it.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -185,6 +187,41 @@ def upgrade(engine: Engine, revision: str) -> None:
     """Adopt an old file if need be and upgrade it to ``revision``, in one write transaction."""
     with engine.begin() as connection:
         command.upgrade(alembic_config(connection), revision)
+
+
+StepReport = Callable[[str, str, float], None]
+"""``on_step(revision, what, seconds)``: one revision applied, what it does, how long it took."""
+
+
+def upgrade_in_steps(engine: Engine, on_step: StepReport) -> None:
+    """Upgrade to head one revision per transaction, reporting each step as it ends.
+
+    A populated deployment's upgrade can take minutes; one transaction per
+    revision keeps each step's locks only as long as that step runs (a
+    writer waits for the step holding its table, not for the whole chain)
+    and lets the caller say which step is running and what each one cost. A
+    database with no revision recorded yet (empty, or a file of the old code
+    to adopt) is upgraded in one transaction, as :func:`upgrade` does, since
+    adoption decides where the chain starts.
+    """
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    if current is None:
+        started = time.perf_counter()
+        upgrade(engine, "head")
+        on_step("head", "the whole chain (nothing recorded before)", time.perf_counter() - started)
+        return
+    script = ScriptDirectory.from_config(alembic_config())
+    for revision in reversed(list(script.iterate_revisions("head", current))):
+        started = time.perf_counter()
+        upgrade(engine, revision.revision)
+        on_step(revision.revision, _what(revision.doc), time.perf_counter() - started)
+
+
+def _what(doc: str | None) -> str:
+    """A revision's one-line summary: its docstring's first line, without the common preamble."""
+    first = (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
+    return first.removeprefix("Our addition (schema_version stays 6): ").rstrip(".")
 
 
 def downgrade(engine: Engine, revision: str) -> None:

@@ -11,8 +11,13 @@ and an interrupted copy can simply be run again:
    has none yet -- parents always exist by then, whatever the order;
 3. messages, in id order, *with their ids* (so search hits, exports and
    anything else that quoted an id stay valid), again skipping ids already
-   present; counters (``message_count``, tokens, costs) travel as stored;
-4. on PostgreSQL the ``messages.id`` identity is moved past the largest id;
+   present; counters (``message_count``, tokens, costs) travel as stored.
+   Into PostgreSQL they go by the ``COPY`` protocol, and from
+   :data:`REBUILD_AT` messages on, with the search indexes dropped first and
+   built after the last batch (:mod:`hermes_store.backends.postgresql.bulk`);
+4. on PostgreSQL the ``messages.id`` identity is moved past the largest id,
+   the search indexes are built where missing and ``ANALYZE`` gives the
+   planner statistics;
 5. verification: every source session must be in the target with the same
    number of messages, or :class:`CopyError` says which are not.
 
@@ -48,6 +53,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection
 
 from hermes_store.backends.layout import STANDARD, Layout
+from hermes_store.backends.postgresql.bulk import (
+    analyze,
+    build_search_indexes,
+    copy_new_messages,
+    drop_search_indexes,
+)
 from hermes_store.backends.postgresql.health import advance_message_identity
 from hermes_store.backends.shapes import (
     live_messages,
@@ -65,10 +76,14 @@ from hermes_store.uow.store import Store
 S = sessions_table
 M = messages_table
 
-DEFAULT_BATCH = 1000
+DEFAULT_BATCH = 20_000
+"""Rows per batch, each batch one transaction of the target."""
+
+REBUILD_AT = 50_000
+"""Messages to copy from which a PostgreSQL target's search indexes are dropped and rebuilt."""
 
 Progress = Callable[[str, int, int], None]
-"""``progress(phase, done, total)``: phase is "sessions", "lineage" or "messages"."""
+"""``progress(phase, done, total)``: "sessions", "lineage", "messages" or "indexes"."""
 
 
 class CopyError(StoreError):
@@ -97,13 +112,16 @@ def copy_store(
     *,
     batch_size: int = DEFAULT_BATCH,
     progress: Progress | None = None,
+    rebuild_indexes: bool | None = None,
 ) -> CopyReport:
     """Copy every session and message of ``source`` into ``target``; see the module doc.
 
     Both are paths or SQLAlchemy URLs. Both are opened as stores, so both
     are brought to the head schema first (the target is created if need be).
     Raises :class:`CopyError` when, at the end, the target does not hold every
-    source session with the same number of messages.
+    source session with the same number of messages. ``rebuild_indexes``:
+    drop a PostgreSQL target's search indexes before the messages and build
+    them after (None: from :data:`REBUILD_AT` messages on).
     """
     if batch_size < 1:
         raise CopyError(f"batch_size must be >= 1, got {batch_size}")
@@ -121,11 +139,22 @@ def copy_store(
             _refuse_clashes(read, layout, target_store, batch_size)
             _copy_sessions(read, layout, target_store, batch_size, result, report)
             _link_parents(read, target_store, batch_size, result, report)
-            _copy_messages(read, layout, target_store, batch_size, result, report)
+            bulk = target_store.engine.dialect.name == "postgresql"
+            if bulk and (
+                result.messages_total >= REBUILD_AT if rebuild_indexes is None else rebuild_indexes
+            ):
+                with target_store.write() as uow:
+                    drop_search_indexes(uow.connection)
+            _copy_messages(read, layout, target_store, batch_size, result, report, bulk=bulk)
             expected = _messages_per_session(read, layout)
         if target_store.engine.dialect.name == "postgresql":
+            report("indexes", 0, 1)
             with target_store.write() as uow:
                 advance_message_identity(uow.connection)
+            build_search_indexes(target_store.engine)
+            with target_store.write() as uow:
+                analyze(uow.connection)
+            report("indexes", 1, 1)
         with target_store.read() as uow:
             _verify(expected, uow.connection, uow.layout)
     return result
@@ -363,12 +392,18 @@ def _copy_messages(
     batch_size: int,
     result: CopyReport,
     report: Progress,
+    *,
+    bulk: bool,
 ) -> None:
     done = 0
     report("messages", 0, result.messages_total)
+    columns = [c.name for c in writable_messages(STANDARD)[0].c]
     for rows in _message_batches(read, layout, batch_size):
         with target.write() as uow:
-            result.messages_copied += _insert_new(uow.connection, M, rows)
+            if bulk:
+                result.messages_copied += copy_new_messages(uow.connection, columns, rows)
+            else:
+                result.messages_copied += _insert_new(uow.connection, M, rows)
         done += len(rows)
         report("messages", done, result.messages_total)
 

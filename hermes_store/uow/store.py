@@ -48,6 +48,9 @@ from hermes_store.uow.failures import Failures, missing_driver
 from hermes_store.uow.group import SharedCommits
 from hermes_store.uow.unit import Fallback, UnitOfWork
 
+StepReport = Callable[[str, str, float], None]
+"""``on_step(revision, what, seconds)`` (see :meth:`Store.upgrade_to_head`)."""
+
 _T = TypeVar("_T")
 
 
@@ -204,20 +207,22 @@ class Store:
                 raise  # our own packaging problem, not the caller's
             raise missing_driver(self._failures.where, self.url, error) from error
 
-    def upgrade_to_head(self) -> None:
+    def upgrade_to_head(self, on_step: StepReport | None = None) -> None:
         """Migrate the database if it is ours and behind (what opening does by default).
 
         The check is one read; Alembic is imported only when there is something
-        to migrate; the upgrade is one write transaction. A file of the agent's
-        own schema versions is left as it is.
+        to migrate; the upgrade is one write transaction, or with ``on_step``
+        one per revision, each reported as ``on_step(revision, what, seconds)``
+        (:func:`hermes_store.schema.migrate.upgrade_in_steps`). A file of the
+        agent's own schema versions is left as it is.
         """
         if self.read_only:
             raise ReadOnlyStoreError(
                 f"{self._where()} was opened read-only (read_only=True): it is not migrated"
             )
-        self._open_schema(migrate=True)
+        self._open_schema(migrate=True, on_step=on_step)
 
-    def _open_schema(self, migrate: bool) -> None:
+    def _open_schema(self, migrate: bool, on_step: StepReport | None = None) -> None:
         """Read the file's schema state, migrate if it is ours and behind, learn its layout.
 
         On a file at our head this is one read, on this thread's kept
@@ -227,10 +232,13 @@ class Store:
         layout is read and the repositories follow it.
         """
         if not self._learn_layout(migrate):
-            from hermes_store.schema.migrate import upgrade
+            from hermes_store.schema.migrate import upgrade, upgrade_in_steps
 
             try:
-                upgrade(self.engine, "head")
+                if on_step is None:
+                    upgrade(self.engine, "head")
+                else:
+                    upgrade_in_steps(self.engine, on_step)
             except Exception as error:  # damage, a full disk, a read-only folder ...
                 named = self._failures.translate(error)
                 if named is None:

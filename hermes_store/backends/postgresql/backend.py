@@ -55,7 +55,7 @@ class PostgresqlBackend:
     """PostgreSQL's answers to the store's questions (see the module docstring for why)."""
 
     name = "postgresql"
-    keeps_totals = False
+    keeps_totals = True
     names_indexes = False
     has_file_layout = False
     batches_inserts = False
@@ -148,6 +148,18 @@ class PostgresqlBackend:
         from hermes_store.backends.postgresql.engine import create_postgresql_engine
 
         return create_postgresql_engine(url, policy, durability, read_only=read_only)
+
+    def kept_message_count(self, connection: Connection) -> int | None:
+        """Revision 0017's striped count, while its triggers exist and fire (:mod:`.totals`)."""
+        from hermes_store.backends.postgresql.totals import kept_message_count
+
+        return kept_message_count(connection)
+
+    def kept_usage(self, connection: Connection) -> list[dict[str, Any]] | None:
+        """Revision 0017's striped usage, while its triggers exist and fire (:mod:`.totals`)."""
+        from hermes_store.backends.postgresql.totals import kept_usage
+
+        return kept_usage(connection)
 
     def insert_if_absent(self, table: Any) -> Any:
         """``INSERT ... ON CONFLICT (id) DO NOTHING``: racing creators, the key decides."""

@@ -5,7 +5,8 @@ extension (the server's checksums and the DBA's tools own that), so here
 "integrity" means what can break this store's data: a ``messages.id``
 identity behind the ids in use (after a copy with explicit ids); foreign keys
 are recounted with anti-joins; "FTS" means the two search indexes exist and
-are valid, and repairing rebuilds them. There are no kept totals.
+are valid, and repairing rebuilds them. Revision 0017's kept totals are
+compared with the tables (:mod:`.totals`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends.postgresql import totals
 from hermes_store.backends.postgresql.word_index import WORD_INDEX, WORD_INDEX_DDL
 from hermes_store.domain.messages import stored_tool_call_total
 
@@ -116,11 +118,12 @@ class PostgresqlHealth:
         return wrong
 
     def totals_problems(self) -> list[str]:
-        """No kept totals here: nothing to judge."""
-        return []
+        """The kept totals against the tables, and their triggers that do not fire."""
+        return totals.totals_problems(self._c)
 
     def repair_totals(self) -> None:
-        """No kept totals here: nothing to set."""
+        """Put back the totals' triggers where one is gone or disabled, and refill them."""
+        totals.repair(self._c)
 
     def repair_identity(self) -> None:
         """Move the ``messages.id`` identity past the largest id."""

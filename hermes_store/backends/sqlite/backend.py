@@ -21,7 +21,9 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.sqlite import agent_guards
+from hermes_store.schema import totals
 
 if TYPE_CHECKING:
     from hermes_store.backends.base import DriverRules, FileWatch, Health, SearchFeatures
@@ -56,6 +58,12 @@ _TEXT_SIZES = text(
     "COALESCE(SUM(LENGTH(CAST(content AS BLOB)) - LENGTH(content)), 0) FROM messages "
     "WHERE session_id IN :p_ids GROUP BY session_id"
 ).bindparams(bindparam("p_ids", expanding=True))
+
+# Revision 0011's totals, read only where the file shows them intact (schema/totals.py).
+_KEPT_MESSAGE_TRUSTED = Prepared(text(totals.KEPT_MESSAGE_TRUSTED))
+_KEPT_MESSAGE_COUNT = Prepared(text(totals.KEPT_MESSAGE_COUNT))
+_KEPT_USAGE_TRUSTED = Prepared(text(totals.KEPT_USAGE_TRUSTED))
+_KEPT_USAGE = text(totals.KEPT_USAGE)
 
 
 class SqliteBackend:
@@ -191,6 +199,20 @@ class SqliteBackend:
         from hermes_store.backends.sqlite.engine import create_sqlite_engine
 
         return create_sqlite_engine(url, policy, durability, read_only=read_only)
+
+    def kept_message_count(self, connection: Connection) -> int | None:
+        """Revision 0011's count, where its table and triggers are as written."""
+        # Prepared: an agent's count per call is this and nothing else (the hot path).
+        if not _KEPT_MESSAGE_TRUSTED.scalar(connection, {}):
+            return None
+        kept = _KEPT_MESSAGE_COUNT.scalar(connection, {})
+        return None if kept is None else int(kept)
+
+    def kept_usage(self, connection: Connection) -> list[dict[str, Any]] | None:
+        """Revision 0011's usage rows, where its table and triggers are as written."""
+        if not _KEPT_USAGE_TRUSTED.scalar(connection, {}):
+            return None
+        return [dict(row) for row in connection.execute(_KEPT_USAGE).mappings()]
 
     def insert_if_absent(self, table: Any) -> Any:
         """``INSERT ... ON CONFLICT (id) DO NOTHING``, the old code's INSERT OR IGNORE."""
