@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.sqlite import search as sqlite_search
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories import search
 from tests.search_rows import GATEWAY_FILTERS, first_column, gateway_order, hit_ids
@@ -227,7 +228,7 @@ def test_prefixes_are_spelled_out_only_where_that_is_exact(
         )
         assert spell(query_items("zzz*")) == "zzz*"  # no term: FTS5's prefix, as cheap
         assert spell(query_items('"deploy"*')) == '"deploy"*'  # a phrase stays one
-        monkeypatch.setattr(search, "PREFIX_TERMS", 4)
+        monkeypatch.setattr(sqlite_search, "PREFIX_TERMS", 4)
         assert spell(query_items("deploy*")) == "deploy*"  # too many terms
     # The vocabulary table is the connection's own: the file is not written.
     with sqlite3.connect(db.db_path) as raw:  # type: ignore[arg-type]

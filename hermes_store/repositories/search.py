@@ -274,6 +274,21 @@ class SearchRepository:
             self._c, {"p_session": session_id, "p_id": message_id}
         )
 
+    def contexts(self, hits: Sequence[tuple[str, int]]) -> list[list[dict[str, Any]]]:
+        """:meth:`context` of each ``(session_id, message_id)``, in the order given.
+
+        Where the backend offers a hit list (its ``hit_list_statement``), the
+        whole page is one statement; else one :meth:`context` a hit.
+        """
+        statement = self._search.hit_list_statement(CONTEXT_CHARS)
+        if statement is None or not hits:
+            return [self.context(session_id, message_id) for session_id, message_id in hits]
+        params = {"p_sessions": [h[0] for h in hits], "p_ids": [h[1] for h in hits]}
+        found: list[list[dict[str, Any]]] = [[] for _ in hits]
+        for row in self._c.execute(statement, params):
+            found[row.hit - 1].append({"role": row.role, "content": row.content})
+        return found
+
     # -- the search the old class offers ----------------------------------
     def search(
         self,
@@ -315,14 +330,10 @@ class SearchRepository:
             if not rejected_query(self._c, error):
                 raise  # the database failed: that is no "no matches"
             return []
+        contexts = self.contexts([(match["session_id"], match["id"]) for match in matches])
         return [
-            SearchHit(
-                **match,
-                context=tuple(
-                    ContextLine(**line) for line in self.context(match["session_id"], match["id"])
-                ),
-            )
-            for match in matches
+            SearchHit(**match, context=tuple(ContextLine(**line) for line in context))
+            for match, context in zip(matches, contexts, strict=True)
         ]
 
     def _ranked(

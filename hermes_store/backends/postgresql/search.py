@@ -192,6 +192,41 @@ def read_window(
     return page, low
 
 
+@lru_cache(maxsize=4)
+def hit_list_statement(chars: int) -> TextClause:
+    """Every hit's context in one statement: the page's ids and sessions as two arrays.
+
+    ``unnest(:p_ids, :p_sessions) WITH ORDINALITY`` makes one row a hit in
+    page order; for each, a ``LATERAL`` union finds the message before it,
+    the hit itself and the message after it in the session's own order
+    (timestamp, id), each neighbour one probe of ``idx_messages_session``, as
+    the one-hit statement of :mod:`hermes_store.repositories.search` does.
+    A page of twenty hits is then one round trip instead of twenty; a hit
+    whose row is gone has no context, as there.
+    """
+    near = """
+            SELECT m.id, m.role, m.content, m.timestamp FROM messages m
+            WHERE m.session_id = h.session_id AND m.timestamp {cmp}= hit.timestamp
+              AND (m.timestamp {cmp} hit.timestamp OR m.id {cmp} hit.id)
+            ORDER BY m.timestamp {order}, m.id {order} LIMIT 1"""
+    return text(
+        f"""
+        SELECT h.hit, n.role, COALESCE(SUBSTR(n.content, 1, {int(chars)}), '') AS content
+        FROM unnest(CAST(:p_ids AS BIGINT[]), CAST(:p_sessions AS TEXT[]))
+             WITH ORDINALITY AS h(id, session_id, hit)
+        JOIN messages hit ON hit.id = h.id
+        CROSS JOIN LATERAL (
+            SELECT * FROM ({near.format(cmp="<", order="DESC")}) AS earlier
+            UNION ALL
+            SELECT hit.id, hit.role, hit.content, hit.timestamp
+            UNION ALL
+            SELECT * FROM ({near.format(cmp=">", order="")}) AS later
+        ) AS n
+        ORDER BY h.hit, n.timestamp, n.id
+        """
+    )
+
+
 class PostgresqlSearch:
     """What search uses on PostgreSQL: the stored tsvector, pg_trgm for ILIKE.
 
@@ -248,3 +283,7 @@ class PostgresqlSearch:
     def substring_indexed(self, needles: Sequence[str]) -> bool:
         """pg_trgm serves ILIKE when every needle has a trigram."""
         return min(map(len, needles)) >= TRIGRAM
+
+    def hit_list_statement(self, chars: int) -> TextClause:
+        """A page's contexts in one round trip (:func:`hit_list_statement`)."""
+        return hit_list_statement(chars)
