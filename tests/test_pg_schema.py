@@ -37,6 +37,8 @@ ROOT_INDEXES = {"idx_sessions_roots_listing", "idx_sessions_roots_source_listing
 """Revision 0011's partial indexes of root sessions: in the revision, not (yet) in the models."""
 TITLE_PATTERN_INDEX = "idx_sessions_title_pattern"
 """Revision 0015's text_pattern_ops index of titles: PostgreSQL only, not in the models."""
+PAIR_TABLE = "messages_cjk_bigrams"
+"""Revision 0018's CJK pair index on PostgreSQL (SQLite's is 0009's): not in the models."""
 VECTOR_COLUMN = "content_tsv"
 """Revision 0014's stored tsvector of each message: PostgreSQL only, not in the models."""
 
@@ -101,16 +103,17 @@ def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> No
         context = MigrationContext.configure(connection, opts={"compare_type": True})
         differences = compare_metadata(context, Base.metadata)
         indexes = {i["name"] for i in inspect(connection).get_indexes("messages")}
-    # Explained: the search indexes and revision 0014's stored tsvector (PostgreSQL
-    # only), Alembic's own table, and sessions.id, which SQLite leaves nullable (the
-    # models mirror that) while a PostgreSQL primary key is always NOT NULL.
+    # Explained: the search indexes, revision 0014's stored tsvector and 0018's pair
+    # table (PostgreSQL only), Alembic's own table, and sessions.id, which SQLite
+    # leaves nullable (the models mirror that) while a PostgreSQL primary key is
+    # always NOT NULL.
     explained_indexes = SEARCH_INDEXES | {TOTAL_TOKENS_INDEX, TITLE_PATTERN_INDEX} | ROOT_INDEXES
     flat = [d[0] if isinstance(d, list) and len(d) == 1 else d for d in differences]
     unexplained = [
         d
         for d in flat
         if not (d[0] == "remove_index" and d[1].name in explained_indexes)
-        and not (d[0] == "remove_table" and d[1].name == "alembic_version")
+        and not (d[0] == "remove_table" and d[1].name in ("alembic_version", PAIR_TABLE))
         and not (d[0] == "modify_nullable" and d[2:4] == ("sessions", "id"))
         and not (d[0] == "remove_column" and (d[2], d[3].name) == ("messages", VECTOR_COLUMN))
     ]

@@ -102,6 +102,7 @@ _ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
 
 _GRAM_ROWS = text(
     f"SELECT COUNT(*) FROM (SELECT 1 FROM {BIGRAM_TABLE} WHERE gram = :p_gram LIMIT :p_cap)"
+    " AS probe"
 )
 _GRAM_PROBE_CAP = 5_000
 

@@ -34,7 +34,7 @@ DOCUMENT_VERSION = 6
 """The last ``schema_version`` the design document defines: the highest we ever write."""
 HEAD_SCHEMA_VERSION = DOCUMENT_VERSION
 """``schema_version`` of a file at our head revision."""
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0018"
 
 REVISION_VERSIONS = {
     "0001": 1,
@@ -52,6 +52,7 @@ REVISION_VERSIONS = {
     "0013": 6,
     "0014": 6,
     "0015": 6,
+    "0018": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""
 

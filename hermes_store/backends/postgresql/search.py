@@ -25,6 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.backends.postgresql.cjk_pairs import TABLE_NAME as PAIR_TABLE
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
@@ -192,6 +193,40 @@ def read_window(
     return page, low
 
 
+@lru_cache(maxsize=64)
+def pair_statement(
+    like_sql: str, sources: bool, excluded: bool, roles: bool, anchors: int
+) -> TextClause:
+    """A substring test bounded by the CJK pair index (revision 0018), newest first.
+
+    The shape of SQLite's pair route (:func:`hermes_store.backends.sqlite.search.match_statement`
+    with ``anchors``), in PostgreSQL's join syntax: one pair is read
+    newest first from the index's primary key ``(gram, message_id)``, so a
+    page of a frequent term stops after a page of candidates; several (one
+    per ``OR`` branch) are the union of their messages. The ``ILIKE`` test
+    decides on those rows alone.
+    """
+    filters, expanding = filter_sql(sources, excluded, roles)
+    if anchors == 1:
+        source = f"{PAIR_TABLE} g JOIN messages m ON m.id = g.message_id"
+        where, order = f"g.gram = :p_gram0 AND {like_sql}", "g.message_id DESC"
+    else:
+        grams = ", ".join(f":p_gram{n}" for n in range(anchors))
+        candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
+        source, order = "messages m", "m.id DESC"
+        where = f"m.id IN ({candidates}) AND {like_sql}"
+    sql = f"""
+        SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
+               s.source, s.model, s.started_at AS session_started
+        FROM {source}
+        JOIN sessions s ON s.id = m.session_id
+        WHERE {where} {filters}
+        ORDER BY {order}
+        LIMIT :p_limit OFFSET :p_offset
+    """
+    return text(sql).bindparams(*expanding)
+
+
 @lru_cache(maxsize=4)
 def hit_list_statement(chars: int) -> TextClause:
     """Every hit's context in one statement: the page's ids and sessions as two arrays.
@@ -228,10 +263,12 @@ def hit_list_statement(chars: int) -> TextClause:
 
 
 class PostgresqlSearch:
-    """What search uses on PostgreSQL: the stored tsvector, pg_trgm for ILIKE.
+    """What search uses on PostgreSQL: the stored tsvector, the CJK pairs, pg_trgm for ILIKE.
 
-    There is one word index and no trigram or pair table; the substring scan is
-    :func:`hermes_store.backends.sqlite.search.match_statement`'s portable one,
+    There is one word index and no trigram table. A CJK term of two or more
+    characters is bounded by the pair index (:func:`pair_statement`, revision
+    0018); any other substring test is
+    :func:`hermes_store.backends.sqlite.search.match_statement`'s portable scan,
     with ``ILIKE``, which the pg_trgm index serves for needles of three or more
     characters.
     """
@@ -240,7 +277,7 @@ class PostgresqlSearch:
     has_word_index = True
     has_trigram = False
     trigram_skips_tool_rows = False
-    has_bigrams = False
+    has_bigrams = True
     spells_out_prefixes = False
     subtracts_words = False
     substring_like = "ILIKE"
@@ -261,6 +298,9 @@ class PostgresqlSearch:
         """:func:`word_statement` for the word index, the portable scan for a substring."""
         if index == STORE_WORD_INDEX:
             return word_statement(*filtered)
+        if index is None and anchors:
+            assert like_sql is not None, "a pair-bounded test needs its ILIKE condition"
+            return pair_statement(like_sql, *filtered, anchors)
         if index is None:
             return match_statement(None, like_sql, *filtered)
         raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
