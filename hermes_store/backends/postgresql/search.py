@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.backends.postgresql.cjk_pairs import TABLE_NAME as PAIR_TABLE
+from hermes_store.backends.postgresql.plans import CUSTOM_PLAN
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
@@ -56,7 +57,8 @@ def nth_newest_statement(index: str = "") -> TextClause:
     read, no text is parsed, nothing is sorted beyond n + 1 ids.
     """
     return text(
-        f"SELECT m.id FROM messages m WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high "
+        f"{CUSTOM_PLAN}SELECT m.id FROM messages m "
+        f"WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high "
         "ORDER BY m.id DESC LIMIT 1 OFFSET :p_nth"
     )
 
@@ -82,7 +84,7 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     """
     filters, expanding = filter_sql(sources, excluded, roles, "w")
     sessions = "JOIN sessions s ON s.id = w.session_id" if sources or excluded else ""
-    sql = f"""
+    sql = f"""{CUSTOM_PLAN}
         WITH win AS MATERIALIZED (
             SELECT m.id, m.session_id, m.role, {TSVECTOR} AS vector
             FROM messages m
@@ -149,7 +151,7 @@ def last_window_statement(sources: bool, excluded: bool, roles: bool) -> TextCla
     """
     filters, expanding = filter_sql(sources, excluded, roles)
     sessions = "JOIN sessions s ON s.id = m.session_id" if sources or excluded else ""
-    sql = f"""
+    sql = f"""{CUSTOM_PLAN}
         WITH page AS (
             SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
             FROM messages m
@@ -215,7 +217,7 @@ def pair_statement(
         candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
         source, order = "messages m", "m.id DESC"
         where = f"m.id IN ({candidates}) AND {like_sql}"
-    sql = f"""
+    sql = f"""{CUSTOM_PLAN}
         SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
                s.source, s.model, s.started_at AS session_started
         FROM {source}
@@ -225,6 +227,19 @@ def pair_statement(
         LIMIT :p_limit OFFSET :p_offset
     """
     return text(sql).bindparams(*expanding)
+
+
+@lru_cache(maxsize=64)
+def scan_statement(like_sql: str | None, sources: bool, excluded: bool, roles: bool) -> TextClause:
+    """The portable substring scan (SQLite's :func:`match_statement`), planned for its needles.
+
+    Whether pg_trgm's index or a walk of the primary key is cheaper depends on
+    the needle, so the statement is never given a generic plan
+    (:mod:`.plans`).
+    """
+    portable = match_statement(None, like_sql, sources, excluded, roles)
+    _, expanding = filter_sql(sources, excluded, roles)
+    return text(CUSTOM_PLAN + portable.text).bindparams(*expanding)
 
 
 @lru_cache(maxsize=4)
@@ -302,7 +317,7 @@ class PostgresqlSearch:
             assert like_sql is not None, "a pair-bounded test needs its ILIKE condition"
             return pair_statement(like_sql, *filtered, anchors)
         if index is None:
-            return match_statement(None, like_sql, *filtered)
+            return scan_statement(like_sql, *filtered)
         raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
 
     def nth_newest_statement(self, index: str) -> TextClause:
