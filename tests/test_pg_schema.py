@@ -170,3 +170,26 @@ def test_a_newer_schema_version_is_refused_on_postgresql(pg_fresh_url: Any) -> N
         raw.dispose()
     with pytest.raises(SchemaError, match="schema_version 99"):
         Store(url)
+
+
+def _vector_storage(engine: Engine) -> str:
+    with engine.connect() as connection:
+        return str(
+            connection.execute(
+                text(
+                    "SELECT attstorage FROM pg_attribute "
+                    "WHERE attrelid = 'messages'::regclass AND attname = :c"
+                ),
+                {"c": VECTOR_COLUMN},
+            ).scalar()
+        )
+
+
+def test_word_vectors_stay_in_their_rows_from_revision_0019(engine: Any) -> None:
+    migrated = engine()
+    upgrade_to_head(migrated)
+    assert _vector_storage(migrated) == "m"  # MAIN: compressed, in the row
+    downgrade(migrated, "0018")
+    assert _vector_storage(migrated) == "x"  # EXTENDED, PostgreSQL's default
+    upgrade_to_head(migrated)
+    assert _vector_storage(migrated) == "m"
