@@ -206,24 +206,28 @@ def pair_statement(
     newest first from the index's primary key ``(gram, message_id)``, so a
     page of a frequent term stops after a page of candidates; several (one
     per ``OR`` branch) are the union of their messages. The ``ILIKE`` test
-    decides on those rows alone.
+    decides on those rows alone. Each candidate's row is read by its id
+    behind ``OFFSET 0``, so the ``ILIKE`` cannot be handed to pg_trgm's index
+    instead: the planner underestimates how many rows that index leaves to
+    recheck for two needles, where the pairs bound the walk.
     """
     filters, expanding = filter_sql(sources, excluded, roles)
     if anchors == 1:
-        source = f"{PAIR_TABLE} g JOIN messages m ON m.id = g.message_id"
-        where, order = f"g.gram = :p_gram0 AND {like_sql}", "g.message_id DESC"
+        candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram = :p_gram0"
     else:
         grams = ", ".join(f":p_gram{n}" for n in range(anchors))
-        candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
-        source, order = "messages m", "m.id DESC"
-        where = f"m.id IN ({candidates}) AND {like_sql}"
+        candidates = f"SELECT DISTINCT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
     sql = f"""{CUSTOM_PLAN}
         SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
                s.source, s.model, s.started_at AS session_started
-        FROM {source}
+        FROM ({candidates}) AS g
+        CROSS JOIN LATERAL (
+            SELECT r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name
+            FROM messages r WHERE r.id = g.message_id OFFSET 0
+        ) AS m
         JOIN sessions s ON s.id = m.session_id
-        WHERE {where} {filters}
-        ORDER BY {order}
+        WHERE {like_sql} {filters}
+        ORDER BY g.message_id DESC
         LIMIT :p_limit OFFSET :p_offset
     """
     return text(sql).bindparams(*expanding)
