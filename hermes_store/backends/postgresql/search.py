@@ -63,8 +63,14 @@ def nth_newest_statement(index: str = "") -> TextClause:
     )
 
 
+PHRASE = "<->"
+"""A tsquery with this operator checks positions: see :func:`read_window`."""
+WALK_ROWS_PER_MATCH = 20
+"""A phrase's window is looked for among this many newest rows a match first."""
+
+
 @lru_cache(maxsize=64)
-def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
+def word_statement(sources: bool, excluded: bool, roles: bool, walk: bool = False) -> TextClause:
     """One prebuilt statement per combination of filters: one rank window, read once.
 
     ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`.
@@ -78,16 +84,24 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     normalised by document length like bm25; ties newest first, so paging is
     stable), joining ``sessions`` only when a source filter needs it; then
     ``ts_headline`` runs for the page's rows alone: it re-parses the
-    content. The headline is one fragment; ``...`` is added on a side where
+    content. ``walk``: the window is looked for only among the ``:p_walk``
+    newest rows at or below ``:p_high``, read newest first from the primary
+    key (see :func:`read_window`). The headline is one fragment; ``...`` is added on a side where
     the content goes on, as FTS5's snippet() does. An empty page is one row
     of NULLs beside the edge (see :func:`read_window`).
     """
     filters, expanding = filter_sql(sources, excluded, roles, "w")
     sessions = "JOIN sessions s ON s.id = w.session_id" if sources or excluded else ""
+    rows = "messages m"
+    if walk:
+        rows = f"""(
+                SELECT m.id, m.session_id, m.role, {TSVECTOR} FROM messages m
+                WHERE m.id <= :p_high ORDER BY m.id DESC LIMIT :p_walk
+            ) AS m"""
     sql = f"""{CUSTOM_PLAN}
         WITH win AS MATERIALIZED (
             SELECT m.id, m.session_id, m.role, {TSVECTOR} AS vector
-            FROM messages m
+            FROM {rows}
             WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high
             ORDER BY m.id DESC
             LIMIT :p_window
@@ -179,13 +193,33 @@ def read_window(
     with ``p_high`` and ``p_limit`` for this window; ``nth`` is the window's
     size less one (None: everything older). ``edge`` (the shape SQLite's
     reader needs) is not run: the statement returns the edge itself.
+
+    A phrase's window is first looked for by walking the newest rows from
+    the primary key, at most :data:`WALK_ROWS_PER_MATCH` rows a match of the
+    window: the planner estimates a phrase's matches as if its words were
+    independent, far fewer than a common phrase has, and so reads every
+    candidate of the GIN index (each row's positions checked) where the
+    walk stops at the window's oldest match. Found whole, that window is the
+    one the full statement finds (the same newest matches); not found, the
+    full statement runs, and the walk was the price (a bounded one).
     """
+    filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
     if nth is None:
-        filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
         statement, window = last_window_statement(*filters), None
     else:
         window = nth + 1
-    rows = connection.execute(statement, {**params, "p_window": window}).mappings().all()
+        if PHRASE in params["p_query"]:
+            walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
+            rows = connection.execute(word_statement(*filters, walk=True), walked)
+            page, low = _page(rows.mappings().all())
+            if low is not None:  # the window was found whole among the walked rows
+                return page, low
+    rows = connection.execute(statement, {**params, "p_window": window})
+    return _page(rows.mappings().all())
+
+
+def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
+    """A window statement's rows as (the page, the window's edge)."""
     low = rows[0]["window_low"] if rows else None
     page = [
         {key: value for key, value in row.items() if key not in ("window_low", "rank")}
