@@ -1,4 +1,4 @@
-"""``python -m bench.field_pg --url postgresql+psycopg://... [--small]`` (= ``bench --field-pg``)
+"""``python -m bench.field_pg --url URL [--small | --corpus PATH]`` (= ``bench --field-pg``)
 
 Issue #28's side-by-side rows: the same ``SessionDB`` calls on the field
 corpus (bench.field_corpus) and on a PostgreSQL copy of it (made once with
@@ -10,17 +10,22 @@ median. No assertion: a MISS is a finding, and ``--explain`` prints the
 plans of PostgreSQL's statements for the classes that miss.
 
 Hits are compared as sets of ids: PostgreSQL ranks with ``ts_rank``,
-SQLite with bm25, so within a window the orders differ by design.
+SQLite with bm25, so within a window the orders differ by design. Every
+search class of bench.field_queries runs by default (``--classes`` picks
+some), each unfiltered and with a gateway's filters; each row carries the
+load average when it finished, since the machine is shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hermes_store import SessionDB
@@ -32,7 +37,7 @@ from .stats import percentile
 
 SEARCH_FLOOR_S, SEARCH_P95_S, REPORT_FLOOR_S = 0.050, 0.100, 0.010
 GATEWAY = {"source_filter": ["telegram", "discord"], "role_filter": ["user"]}
-ISSUE_CLASSES = ("frequent", "or", "prefix", "phrase", "two_frequent", "rare", "no_hit", "cjk3")
+ALL_CLASSES = tuple(c.key for c in CLASSES)
 
 
 @dataclass
@@ -44,6 +49,7 @@ class Pair:
     sqlite_s: list[float] = field(default_factory=list)
     pg_s: list[float] = field(default_factory=list)
     agreement: str = ""
+    load: str = ""
 
     def median(self, side: str) -> float:
         return statistics.median(self.sqlite_s if side == "sqlite" else self.pg_s)
@@ -95,6 +101,7 @@ def search_pairs(
                 reps,
             )
             pair.agreement = agreement([h["id"] for h in b], [h["id"] for h in a])
+            pair.load = load_average()
             log(f"    {pair.label}: pg median {pair.median('pg') * 1e3:.1f} ms")
             pairs.append(pair)
     return pairs
@@ -112,6 +119,7 @@ def report_pairs(lite: SessionDB, pg: SessionDB, base: str, reps: int) -> list[P
         pair = Pair(label, "report")
         a, b = measure(pair, lambda c=call: c(lite), lambda c=call: c(pg), reps)  # type: ignore[misc]
         pair.agreement = "same" if a == b else "differs"
+        pair.load = load_average()
         pairs.append(pair)
     return pairs
 
@@ -149,6 +157,11 @@ def explain(pg: SessionDB, query: str, filters: dict[str, Any], slowest: float) 
     return "\n\n".join(out)
 
 
+def load_average() -> str:
+    """The 1-minute load average now (the machine is shared: a row's context)."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f}" if seconds < 0.1 else f"{seconds * 1e3:.0f}"
 
@@ -156,7 +169,7 @@ def ms(seconds: float) -> str:
 def table(pairs: Sequence[Pair]) -> str:
     head = (
         f"| call | SQLite median | SQLite p95 | PostgreSQL median | PostgreSQL p95 | ratio "
-        f"| allowed median | verdict | hits |\n|{'---|' * 9}"
+        f"| allowed median | verdict | hits | load |\n|{'---|' * 10}"
     )
     lines = [head]
     for p in pairs:
@@ -164,7 +177,7 @@ def table(pairs: Sequence[Pair]) -> str:
             f"| {p.label} | {ms(p.median('sqlite'))} | {ms(p.p95('sqlite'))} "
             f"| {ms(p.median('pg'))} | {ms(p.p95('pg'))} "
             f"| {p.median('pg') / p.median('sqlite'):.1f}x | {ms(p.allowed_s)} | {p.verdict} "
-            f"| {p.agreement} |"
+            f"| {p.agreement} | {p.load} |"
         )
     return "\n".join(lines)
 
@@ -173,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.field_pg", description=__doc__)
     parser.add_argument("--url", required=True, help="the PostgreSQL copy of the corpus")
     parser.add_argument("--small", action="store_true", help="the 100,000-message corpus")
+    parser.add_argument(
+        "--corpus", help="a field corpus file (bench.field_corpus) instead of --small/full"
+    )
     parser.add_argument("--copy", action="store_true", help="copy the corpus into --url first")
     parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--classes", default=",".join(ISSUE_CLASSES))
+    parser.add_argument("--classes", default=",".join(ALL_CLASSES))
     parser.add_argument("--no-reports", action="store_true")
     parser.add_argument(
         "--explain", action="store_true", help="plans of PostgreSQL's statements for a MISS"
@@ -185,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    path, _facts = ensure(SMALL if args.small else FULL, log=log)
+    if args.corpus:
+        path = Path(args.corpus)
+    else:
+        path, _facts = ensure(SMALL if args.small else FULL, log=log)
     if args.copy:
         from hermes_store.tools.copy import copy_store
 
@@ -202,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
                     label, query = pair.label.split(": ", 1)
                     filters = GATEWAY if label.endswith("[src+role]") else {}
                     print(f"## {pair.label}\n{explain(pg, query, filters, 0.005)}\n")
-    print(f"corpus {path.name}, {args.reps} reps each, PostgreSQL at {args.url}")
+    print(
+        f"corpus {path.name}, {args.reps} reps each, PostgreSQL at {args.url}, "
+        f"load {' '.join(f'{v:.1f}' for v in os.getloadavg())} at the end"
+    )
     print(table(pairs))
     return 0
 

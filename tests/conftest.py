@@ -173,7 +173,11 @@ def pg_url(_pg_worker_database: URL) -> URL:
     try:
         with engine.begin() as connection:
             connection.execute(text("SET LOCAL lock_timeout = '20s'"))
-            connection.execute(text("TRUNCATE messages, sessions, state_meta RESTART IDENTITY"))
+            connection.execute(
+                text(
+                    "TRUNCATE messages, sessions, state_meta, messages_cjk_bigrams RESTART IDENTITY"
+                )
+            )
     finally:
         engine.dispose()
     return _pg_worker_database

@@ -46,6 +46,8 @@ KEEPING_INDEXES = {
 """Revision 0016's partial indexes for archived and pinned sessions: not in the models."""
 TITLE_PATTERN_INDEX = "idx_sessions_title_pattern"
 """Revision 0015's text_pattern_ops index of titles: PostgreSQL only, not in the models."""
+PAIR_TABLE = "messages_cjk_bigrams"
+"""Revision 0018's CJK pair index on PostgreSQL (SQLite's is 0009's): not in the models."""
 VECTOR_COLUMN = "content_tsv"
 """Revision 0014's stored tsvector of each message: PostgreSQL only, not in the models."""
 
@@ -114,9 +116,10 @@ def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> No
         differences = compare_metadata(context, Base.metadata)
         indexes = {i["name"] for i in inspect(connection).get_indexes("messages")}
     # Explained: revision 0016's flags, state_meta and indexes (the agent's, not documented);
-    # the search indexes and revision 0014's stored tsvector (PostgreSQL only), Alembic's
-    # own table and revision 0017's kept totals, and sessions.id, which SQLite leaves
-    # nullable (the models mirror that) while a PostgreSQL primary key is always NOT NULL.
+    # the search indexes, revision 0014's stored tsvector and 0018's pair table (PostgreSQL
+    # only), Alembic's own table and revision 0017's kept totals, and sessions.id, which
+    # SQLite leaves nullable (the models mirror that) while a PostgreSQL primary key is
+    # always NOT NULL.
     explained_indexes = (
         SEARCH_INDEXES | {TOTAL_TOKENS_INDEX, TITLE_PATTERN_INDEX} | ROOT_INDEXES | KEEPING_INDEXES
     )
@@ -125,7 +128,7 @@ def test_the_models_agree_with_the_migrated_postgresql_schema(engine: Any) -> No
         d
         for d in flat
         if not (d[0] == "remove_index" and d[1].name in explained_indexes)
-        and not (d[0] == "remove_table" and d[1].name in (*KEPT_TABLES, "state_meta"))
+        and not (d[0] == "remove_table" and d[1].name in (*KEPT_TABLES, "state_meta", PAIR_TABLE))
         # revision 0016's: the agent's flags, kept outside the documented models
         and not (d[0] == "remove_column" and (d[2], d[3].name) in KEEPING_COLUMNS)
         and not (d[0] == "modify_nullable" and d[2:4] == ("sessions", "id"))
@@ -184,3 +187,26 @@ def test_a_newer_schema_version_is_refused_on_postgresql(pg_fresh_url: Any) -> N
         raw.dispose()
     with pytest.raises(SchemaError, match="schema_version 99"):
         Store(url)
+
+
+def _vector_storage(engine: Engine) -> str:
+    with engine.connect() as connection:
+        return str(
+            connection.execute(
+                text(
+                    "SELECT attstorage FROM pg_attribute "
+                    "WHERE attrelid = 'messages'::regclass AND attname = :c"
+                ),
+                {"c": VECTOR_COLUMN},
+            ).scalar()
+        )
+
+
+def test_word_vectors_stay_in_their_rows_from_revision_0019(engine: Any) -> None:
+    migrated = engine()
+    upgrade_to_head(migrated)
+    assert _vector_storage(migrated) == "m"  # MAIN: compressed, in the row
+    downgrade(migrated, "0018")
+    assert _vector_storage(migrated) == "x"  # EXTENDED, PostgreSQL's default
+    upgrade_to_head(migrated)
+    assert _vector_storage(migrated) == "m"

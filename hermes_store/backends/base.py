@@ -141,6 +141,17 @@ class SearchFeatures(Protocol):
     def substring_indexed(self, needles: Sequence[str]) -> bool:
         """Whether a substring test of ``needles`` reads an index (else it is a scan)."""
 
+    def hit_list_statement(self, chars: int) -> TextClause | None:
+        """The context of a whole page of hits in one statement (None: one statement a hit).
+
+        Its parameters are ``:p_ids`` and ``:p_sessions`` (the hits' ids and
+        sessions, in page order); its rows ``hit, role, content``, where ``hit``
+        is the hit's 1-based place in the page, in page order and within a hit
+        in the session's own order, ``content`` cut to ``chars`` characters.
+        A server backend saves a round trip a hit with it; an embedded one
+        (SQLite) has no round trip to save and answers None.
+        """
+
 
 @runtime_checkable
 class Backend(Protocol):

@@ -103,6 +103,7 @@ _ROWID_LOW, _ROWID_HIGH = -INT64_MAX - 1, INT64_MAX
 
 _GRAM_ROWS = text(
     f"SELECT COUNT(*) FROM (SELECT 1 FROM {BIGRAM_TABLE} WHERE gram = :p_gram LIMIT :p_cap)"
+    " AS probe"
 )
 _GRAM_PROBE_CAP = 5_000
 
@@ -275,6 +276,21 @@ class SearchRepository:
             self._c, {"p_session": session_id, "p_id": message_id}
         )
 
+    def contexts(self, hits: Sequence[tuple[str, int]]) -> list[list[dict[str, Any]]]:
+        """:meth:`context` of each ``(session_id, message_id)``, in the order given.
+
+        Where the backend offers a hit list (its ``hit_list_statement``), the
+        whole page is one statement; else one :meth:`context` a hit.
+        """
+        statement = self._search.hit_list_statement(CONTEXT_CHARS)
+        if statement is None or not hits:
+            return [self.context(session_id, message_id) for session_id, message_id in hits]
+        params = {"p_sessions": [h[0] for h in hits], "p_ids": [h[1] for h in hits]}
+        found: list[list[dict[str, Any]]] = [[] for _ in hits]
+        for row in self._c.execute(statement, params):
+            found[row.hit - 1].append({"role": row.role, "content": row.content})
+        return found
+
     # -- the search the old class offers ----------------------------------
     def search(
         self,
@@ -332,14 +348,10 @@ class SearchRepository:
             matches = time_ordered(matches, sort)[page]
         if not with_context:
             return [SearchHit(**match) for match in matches]
+        contexts = self.contexts([(match["session_id"], match["id"]) for match in matches])
         return [
-            SearchHit(
-                **match,
-                context=tuple(
-                    ContextLine(**line) for line in self.context(match["session_id"], match["id"])
-                ),
-            )
-            for match in matches
+            SearchHit(**match, context=tuple(ContextLine(**line) for line in context))
+            for match, context in zip(matches, contexts, strict=True)
         ]
 
     def _ranked(

@@ -34,7 +34,7 @@ DOCUMENT_VERSION = 6
 """The last ``schema_version`` the design document defines: the highest we ever write."""
 HEAD_SCHEMA_VERSION = DOCUMENT_VERSION
 """``schema_version`` of a file at our head revision."""
-HEAD_REVISION = "0017"
+HEAD_REVISION = "0019"
 
 REVISION_VERSIONS = {
     "0001": 1,
@@ -54,6 +54,8 @@ REVISION_VERSIONS = {
     "0015": 6,
     "0016": 6,
     "0017": 6,
+    "0018": 6,
+    "0019": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""
 

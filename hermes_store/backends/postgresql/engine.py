@@ -39,6 +39,7 @@ from sqlalchemy.exc import DBAPIError
 
 from hermes_store.backends.durability import Durability
 from hermes_store.backends.options import BEGIN_OPTION, PATIENCE_OPTION, READ_OPTION
+from hermes_store.backends.postgresql.plans import execute as planned_for_parameters
 from hermes_store.errors import InvalidInputError, StoreLockedError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -167,6 +168,8 @@ def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool)
             waited = float(policy.patience_s if patience is None else patience)
             where = engine.url.render_as_string(hide_password=True)
             raise StoreLockedError(where, waited, 1) from original
+
+    event.listen(engine, "do_execute", planned_for_parameters)
 
     snapshot = (psycopg.IsolationLevel.REPEATABLE_READ, True)
     # READ COMMITTED; read-write unless the store is read-only.

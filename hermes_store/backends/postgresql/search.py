@@ -26,6 +26,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.backends.layout import WORD_INDEX as STORE_WORD_INDEX
+from hermes_store.backends.postgresql.cjk_pairs import TABLE_NAME as PAIR_TABLE
+from hermes_store.backends.postgresql.plans import CUSTOM_PLAN
 from hermes_store.backends.postgresql.tsquery import tsquery_text
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
 from hermes_store.backends.search_filters import filter_sql
@@ -55,13 +57,20 @@ def nth_newest_statement(index: str = "") -> TextClause:
     read, no text is parsed, nothing is sorted beyond n + 1 ids.
     """
     return text(
-        f"SELECT m.id FROM messages m WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high "
+        f"{CUSTOM_PLAN}SELECT m.id FROM messages m "
+        f"WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high "
         "ORDER BY m.id DESC LIMIT 1 OFFSET :p_nth"
     )
 
 
+PHRASE = "<->"
+"""A tsquery with this operator checks positions: see :func:`read_window`."""
+WALK_ROWS_PER_MATCH = 20
+"""A phrase's window is looked for among this many newest rows a match first."""
+
+
 @lru_cache(maxsize=64)
-def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
+def word_statement(sources: bool, excluded: bool, roles: bool, walk: bool = False) -> TextClause:
     """One prebuilt statement per combination of filters: one rank window, read once.
 
     ``:p_query`` is a :func:`hermes_store.backends.postgresql.tsquery.tsquery_text`.
@@ -75,16 +84,24 @@ def word_statement(sources: bool, excluded: bool, roles: bool) -> TextClause:
     normalised by document length like bm25; ties newest first, so paging is
     stable), joining ``sessions`` only when a source filter needs it; then
     ``ts_headline`` runs for the page's rows alone: it re-parses the
-    content. The headline is one fragment; ``...`` is added on a side where
+    content. ``walk``: the window is looked for only among the ``:p_walk``
+    newest rows at or below ``:p_high``, read newest first from the primary
+    key (see :func:`read_window`). The headline is one fragment; ``...`` is added on a side where
     the content goes on, as FTS5's snippet() does. An empty page is one row
     of NULLs beside the edge (see :func:`read_window`).
     """
     filters, expanding = filter_sql(sources, excluded, roles, "w")
     sessions = "JOIN sessions s ON s.id = w.session_id" if sources or excluded else ""
-    sql = f"""
+    rows = "messages m"
+    if walk:
+        rows = f"""(
+                SELECT m.id, m.session_id, m.role, {TSVECTOR} FROM messages m
+                WHERE m.id <= :p_high ORDER BY m.id DESC LIMIT :p_walk
+            ) AS m"""
+    sql = f"""{CUSTOM_PLAN}
         WITH win AS MATERIALIZED (
             SELECT m.id, m.session_id, m.role, {TSVECTOR} AS vector
-            FROM messages m
+            FROM {rows}
             WHERE {TSVECTOR} @@ {TSQUERY} AND m.id <= :p_high
             ORDER BY m.id DESC
             LIMIT :p_window
@@ -148,7 +165,7 @@ def last_window_statement(sources: bool, excluded: bool, roles: bool) -> TextCla
     """
     filters, expanding = filter_sql(sources, excluded, roles)
     sessions = "JOIN sessions s ON s.id = m.session_id" if sources or excluded else ""
-    sql = f"""
+    sql = f"""{CUSTOM_PLAN}
         WITH page AS (
             SELECT m.id, ts_rank({TSVECTOR}, {TSQUERY}, 1) AS rank
             FROM messages m
@@ -176,13 +193,33 @@ def read_window(
     with ``p_high`` and ``p_limit`` for this window; ``nth`` is the window's
     size less one (None: everything older). ``edge`` (the shape SQLite's
     reader needs) is not run: the statement returns the edge itself.
+
+    A phrase's window is first looked for by walking the newest rows from
+    the primary key, at most :data:`WALK_ROWS_PER_MATCH` rows a match of the
+    window: the planner estimates a phrase's matches as if its words were
+    independent, far fewer than a common phrase has, and so reads every
+    candidate of the GIN index (each row's positions checked) where the
+    walk stops at the window's oldest match. Found whole, that window is the
+    one the full statement finds (the same newest matches); not found, the
+    full statement runs, and the walk was the price (a bounded one).
     """
+    filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
     if nth is None:
-        filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
         statement, window = last_window_statement(*filters), None
     else:
         window = nth + 1
-    rows = connection.execute(statement, {**params, "p_window": window}).mappings().all()
+        if PHRASE in params["p_query"]:
+            walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
+            rows = connection.execute(word_statement(*filters, walk=True), walked)
+            page, low = _page(rows.mappings().all())
+            if low is not None:  # the window was found whole among the walked rows
+                return page, low
+    rows = connection.execute(statement, {**params, "p_window": window})
+    return _page(rows.mappings().all())
+
+
+def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
+    """A window statement's rows as (the page, the window's edge)."""
     low = rows[0]["window_low"] if rows else None
     page = [
         {key: value for key, value in row.items() if key not in ("window_low", "rank")}
@@ -192,11 +229,99 @@ def read_window(
     return page, low
 
 
-class PostgresqlSearch:
-    """What search uses on PostgreSQL: the stored tsvector, pg_trgm for ILIKE.
+@lru_cache(maxsize=64)
+def pair_statement(
+    like_sql: str, sources: bool, excluded: bool, roles: bool, anchors: int
+) -> TextClause:
+    """A substring test bounded by the CJK pair index (revision 0018), newest first.
 
-    There is one word index and no trigram or pair table; the substring scan is
-    :func:`hermes_store.backends.sqlite.search.match_statement`'s portable one,
+    The shape of SQLite's pair route (:func:`hermes_store.backends.sqlite.search.match_statement`
+    with ``anchors``), in PostgreSQL's join syntax: one pair is read
+    newest first from the index's primary key ``(gram, message_id)``, so a
+    page of a frequent term stops after a page of candidates; several (one
+    per ``OR`` branch) are the union of their messages. The ``ILIKE`` test
+    decides on those rows alone. Each candidate's row is read by its id
+    behind ``OFFSET 0``, so the ``ILIKE`` cannot be handed to pg_trgm's index
+    instead: the planner underestimates how many rows that index leaves to
+    recheck for two needles, where the pairs bound the walk.
+    """
+    filters, expanding = filter_sql(sources, excluded, roles)
+    if anchors == 1:
+        candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram = :p_gram0"
+    else:
+        grams = ", ".join(f":p_gram{n}" for n in range(anchors))
+        candidates = f"SELECT DISTINCT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
+    sql = f"""{CUSTOM_PLAN}
+        SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
+               s.source, s.model, s.started_at AS session_started
+        FROM ({candidates}) AS g
+        CROSS JOIN LATERAL (
+            SELECT r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name
+            FROM messages r WHERE r.id = g.message_id OFFSET 0
+        ) AS m
+        JOIN sessions s ON s.id = m.session_id
+        WHERE {like_sql} {filters}
+        ORDER BY g.message_id DESC
+        LIMIT :p_limit OFFSET :p_offset
+    """
+    return text(sql).bindparams(*expanding)
+
+
+@lru_cache(maxsize=64)
+def scan_statement(like_sql: str | None, sources: bool, excluded: bool, roles: bool) -> TextClause:
+    """The portable substring scan (SQLite's :func:`match_statement`), planned for its needles.
+
+    Whether pg_trgm's index or a walk of the primary key is cheaper depends on
+    the needle, so the statement is never given a generic plan
+    (:mod:`.plans`).
+    """
+    portable = match_statement(None, like_sql, sources, excluded, roles)
+    _, expanding = filter_sql(sources, excluded, roles)
+    return text(CUSTOM_PLAN + portable.text).bindparams(*expanding)
+
+
+@lru_cache(maxsize=4)
+def hit_list_statement(chars: int) -> TextClause:
+    """Every hit's context in one statement: the page's ids and sessions as two arrays.
+
+    ``unnest(:p_ids, :p_sessions) WITH ORDINALITY`` makes one row a hit in
+    page order; for each, a ``LATERAL`` union finds the message before it,
+    the hit itself and the message after it in the session's own order
+    (timestamp, id), each neighbour one probe of ``idx_messages_session``, as
+    the one-hit statement of :mod:`hermes_store.repositories.search` does.
+    A page of twenty hits is then one round trip instead of twenty; a hit
+    whose row is gone has no context, as there.
+    """
+    near = """
+            SELECT m.id, m.role, m.content, m.timestamp FROM messages m
+            WHERE m.session_id = h.session_id AND m.timestamp {cmp}= hit.timestamp
+              AND (m.timestamp {cmp} hit.timestamp OR m.id {cmp} hit.id)
+            ORDER BY m.timestamp {order}, m.id {order} LIMIT 1"""
+    return text(
+        f"""
+        SELECT h.hit, n.role, COALESCE(SUBSTR(n.content, 1, {int(chars)}), '') AS content
+        FROM unnest(CAST(:p_ids AS BIGINT[]), CAST(:p_sessions AS TEXT[]))
+             WITH ORDINALITY AS h(id, session_id, hit)
+        JOIN messages hit ON hit.id = h.id
+        CROSS JOIN LATERAL (
+            SELECT * FROM ({near.format(cmp="<", order="DESC")}) AS earlier
+            UNION ALL
+            SELECT hit.id, hit.role, hit.content, hit.timestamp
+            UNION ALL
+            SELECT * FROM ({near.format(cmp=">", order="")}) AS later
+        ) AS n
+        ORDER BY h.hit, n.timestamp, n.id
+        """
+    )
+
+
+class PostgresqlSearch:
+    """What search uses on PostgreSQL: the stored tsvector, the CJK pairs, pg_trgm for ILIKE.
+
+    There is one word index and no trigram table. A CJK term of two or more
+    characters is bounded by the pair index (:func:`pair_statement`, revision
+    0018); any other substring test is
+    :func:`hermes_store.backends.sqlite.search.match_statement`'s portable scan,
     with ``ILIKE``, which the pg_trgm index serves for needles of three or more
     characters.
     """
@@ -205,7 +330,7 @@ class PostgresqlSearch:
     has_word_index = True
     has_trigram = False
     trigram_skips_tool_rows = False
-    has_bigrams = False
+    has_bigrams = True
     spells_out_prefixes = False
     subtracts_words = False
     substring_like = "ILIKE"
@@ -226,8 +351,11 @@ class PostgresqlSearch:
         """:func:`word_statement` for the word index, the portable scan for a substring."""
         if index == STORE_WORD_INDEX:
             return word_statement(*filtered)
+        if index is None and anchors:
+            assert like_sql is not None, "a pair-bounded test needs its ILIKE condition"
+            return pair_statement(like_sql, *filtered, anchors)
         if index is None:
-            return match_statement(None, like_sql, *filtered)
+            return scan_statement(like_sql, *filtered)
         raise ValueError(f"PostgreSQL has no {index!r} index; substring search is index=None")
 
     def nth_newest_statement(self, index: str) -> TextClause:
@@ -248,3 +376,7 @@ class PostgresqlSearch:
     def substring_indexed(self, needles: Sequence[str]) -> bool:
         """pg_trgm serves ILIKE when every needle has a trigram."""
         return min(map(len, needles)) >= TRIGRAM
+
+    def hit_list_statement(self, chars: int) -> TextClause:
+        """A page's contexts in one round trip (:func:`hit_list_statement`)."""
+        return hit_list_statement(chars)

@@ -42,3 +42,17 @@ Without it a common phrase's older matches are read row by row to find the
 few a ``role_filter`` passes; intersected with this index in the bitmap
 first, only the rows of that role are read.
 """
+
+VECTOR_INLINE = f"ALTER TABLE messages ALTER COLUMN {VECTOR_COLUMN} SET STORAGE MAIN"
+"""Keep a message's vector in its row (revision 0019), compressed, its text moved out first.
+
+A rank window tests ``content_tsv @@ query`` row by row, newest first, and
+ranks the rows it keeps by their vectors. With the default storage
+(``EXTENDED``) the server moves a large vector out of the row into the
+TOAST table before the text, so each test of such a row read and
+decompressed it from there; ``MAIN`` makes the text leave the row first
+and the vector stay, so the test reads the row alone. Rows written before
+the revision keep their storage until they are written again (see the
+design notes, "Search at field size").
+"""
+VECTOR_EXTENDED = f"ALTER TABLE messages ALTER COLUMN {VECTOR_COLUMN} SET STORAGE EXTENDED"

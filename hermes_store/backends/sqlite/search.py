@@ -236,3 +236,7 @@ class SqliteSearch:
     def substring_indexed(self, needles: Sequence[str]) -> bool:
         """LIKE reads no index here (the trigram and pair indexes are routes of their own)."""
         return False
+
+    def hit_list_statement(self, chars: int) -> None:
+        """None: in-process, a prepared statement a hit costs less than assembling one."""
+        return None
