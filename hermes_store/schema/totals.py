@@ -296,14 +296,19 @@ def totals_problems(dbapi_connection: sqlite3.Connection) -> list[str]:
                 + ("missing" if have is None else "kept but has no sessions")
             )
             continue
-        if not _usage_equal(have, want):
+        if not usage_equal(have, want):
             problems.append(
                 f"{MODEL_TOTALS_TABLE}: model {model!r} kept {have}, sessions say {want}"
             )
     return problems
 
 
-def _usage_equal(kept: tuple[Any, ...], exact: tuple[Any, ...]) -> bool:
+def usage_equal(kept: tuple[Any, ...], exact: tuple[Any, ...]) -> bool:
+    """A kept usage row against the one ``SUM`` gives: counts exact, costs within tolerance.
+
+    Each row is (sessions, input, input rows, output, output rows, cost, cost rows); a
+    cost may come as a float (SQLite) or a Decimal (PostgreSQL's numeric).
+    """
     sessions, i, i_n, o, o_n, cost, c_n = kept
     e_sessions, e_i, e_i_n, e_o, e_o_n, e_cost, e_c_n = exact
     if (sessions, i_n, o_n, c_n) != (e_sessions, e_i_n, e_o_n, e_c_n):
@@ -312,4 +317,4 @@ def _usage_equal(kept: tuple[Any, ...], exact: tuple[Any, ...]) -> bool:
         return False
     if not c_n:
         return e_cost is None
-    return math.isclose(cost, e_cost, rel_tol=COST_TOLERANCE, abs_tol=1e-12)
+    return math.isclose(float(cost), float(e_cost), rel_tol=COST_TOLERANCE, abs_tol=1e-12)

@@ -29,13 +29,12 @@ compares the totals with the tables and ``check --repair`` sets them again.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from hermes_store.schema.totals import COST_TOLERANCE, MESSAGE_TOTAL_TABLE, MODEL_TOTALS_TABLE
+from hermes_store.schema.totals import MESSAGE_TOTAL_TABLE, MODEL_TOTALS_TABLE, usage_equal
 
 STRIPES = 16
 """Rows each total is spread over (keyed by ``pg_backend_pid() % STRIPES``)."""
@@ -318,7 +317,7 @@ def totals_problems(connection: Connection) -> list[str]:
                 f"{MODEL_TOTALS_TABLE}: model {model!r} "
                 + ("missing" if have is None else "kept but has no sessions")
             )
-        elif not _usage_equal(have, want):
+        elif not usage_equal(have, want):
             problems.append(
                 f"{MODEL_TOTALS_TABLE}: model {model!r} kept {have}, sessions say {want}"
             )
@@ -348,15 +347,3 @@ def repair(connection: Connection) -> None:
         install(connection)
         return
     fill_totals(connection)
-
-
-def _usage_equal(kept: tuple[Any, ...], exact: tuple[Any, ...]) -> bool:
-    sessions, i, i_n, o, o_n, cost, c_n = kept
-    e_sessions, e_i, e_i_n, e_o, e_o_n, e_cost, e_c_n = exact
-    if (sessions, i_n, o_n, c_n) != (e_sessions, e_i_n, e_o_n, e_c_n):
-        return False
-    if (i if i_n else None) != e_i or (o if o_n else None) != e_o:
-        return False
-    if not c_n:
-        return e_cost is None
-    return math.isclose(float(cost), float(e_cost), rel_tol=COST_TOLERANCE, abs_tol=1e-12)
