@@ -20,7 +20,8 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+# The repository root, wherever in tests/ this file sits.
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 
 COMMAND = re.compile(r"python -m (bench(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?![\w.<])")
 CHILD = re.compile(r"\"-m\",\s*\"(bench(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\"")
