@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.damage import overwrite_pages, pages_of
+from bench.ops.damage import overwrite_pages, pages_of
 from hermes_store import SessionDB
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import InvalidInputError

@@ -1,6 +1,6 @@
 """The agent-file rows' yardstick writes what the agent's append writes, and refuses what it does.
 
-``bench.agent_plain`` stands in for the agent's own store in the issue #32
+``bench.micro.agent_plain`` stands in for the agent's own store in the issue #32
 rows; a replica that wrote less (a column, a counter, a guard) would make
 the store look slower than it is. Its rows are compared with those of
 :func:`tests.upstream_schema.upstream_append_message` (the reference for the
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent_plain import AgentPlainDB, CompressionRefused
+from bench.micro.agent_plain import AgentPlainDB, CompressionRefused
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from tests.upstream_schema import (
     build_upstream_db,

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.field_corpus import RARE_COUNT, RARE_WORD, FieldSpec, build, make_template, verify
-from bench.field_plan import plan_sessions
-from bench.field_prune import cutoff_days
-from bench.field_rows import Row
-from bench.field_search import agreement
+from bench.field.corpus import RARE_COUNT, RARE_WORD, FieldSpec, build, make_template, verify
+from bench.field.plan import plan_sessions
+from bench.field.prune import cutoff_days
+from bench.field.rows import Row
+from bench.field.search import agreement
 from hermes_store.backends.sqlite.library import driver as sqlite3
 
 TINY = FieldSpec(messages=600, sessions=40, seed=7)

@@ -1,6 +1,6 @@
 """The benchmark's floor of shared commits writes what the store would: every append, counted.
 
-``bench.plain_group`` is the yardstick the 8-appender rows are judged
+``bench.micro.plain_group`` is the yardstick the 8-appender rows are judged
 against; a floor that dropped or merged appends would look faster than it is.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from bench.plain_group import GroupedPlainAppender
+from bench.micro.plain_group import GroupedPlainAppender
 from hermes_store import SessionDB
 from hermes_store.backends.sqlite.library import driver as sqlite3
 

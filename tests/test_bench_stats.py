@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.__main__ import paired_spread
-from bench.stats import percentile
-from bench.writer import relay
+from bench.micro.writer import relay
+from bench.stats import paired_spread, percentile
 
 
 def test_spread_is_the_middle_half_of_the_paired_ratios() -> None:

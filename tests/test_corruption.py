@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bench.damage import dbstat_rows, overwrite_pages, pages_of
+from bench.ops.damage import dbstat_rows, overwrite_pages, pages_of
 from hermes_store import (
     SessionDB,
     SessionNotFoundError,

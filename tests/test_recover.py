@@ -1,8 +1,8 @@
 """``recover`` on real damaged files: exact salvage, nothing invented, and ``.recover`` as anchor.
 
-One 20,000-message file is built per module by bulk SQL (bench/corpus.py) and
-copied for each drill; the drills (bench/damage.py, the same ones
-``python -m bench.recover`` reports) overwrite whole pages with random bytes,
+One 20,000-message file is built per module by bulk SQL (bench/micro/corpus.py) and
+copied for each drill; the drills (bench/ops/damage.py, the same ones
+``python -m bench.ops.recover`` reports) overwrite whole pages with random bytes,
 never page 1. For every drill the test knows, from the intact file, which
 message ids sat on the damaged pages, so it asserts the salvage exactly:
 every other message comes back byte for byte, no row is invented, and the
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from bench.corpus import CorpusSpec, build_corpus, make_template
-from bench.damage import (
+from bench.micro.corpus import CorpusSpec, build_corpus, make_template
+from bench.ops.damage import (
     DRILLS,
     Drill,
     dbstat_rows,

@@ -7,7 +7,7 @@ transaction of the source, so it is exactly the database as of one commit
 while other processes go on writing (WAL readers never block writers), and
 the counts it is verified against are read in that same transaction.
 
-Chosen over ``VACUUM INTO`` (``python -m bench.backup``; the numbers are in
+Chosen over ``VACUUM INTO`` (``python -m bench.ops.backup``; the numbers are in
 the design notes, "Recovery internals"): both take about the same time and
 the backup API's copy is a little larger (it keeps free pages), but ``VACUUM
 INTO`` cannot run inside a transaction, so its copy could not be checked

@@ -9,7 +9,7 @@ file's recent pages over it (SQLite applies any valid WAL it finds beside a
 database). So every connection records, when it is made, which files it
 opened -- the database, its ``-wal`` and ``-shm`` (device and inode) -- and
 before each unit of work the store compares the path with that record: one
-``stat``, small next to an append's flush (``python -m bench.replaced``;
+``stat``, small next to an append's flush (``python -m bench.micro.replaced``;
 design notes, "Recovery internals").
 
 When the path names another file, the store moves to it (see

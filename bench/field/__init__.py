@@ -1,0 +1,1 @@
+"""The field-size benchmark (``python -m bench.field``): a million messages, built once."""

@@ -1,0 +1,1 @@
+"""Operating a store: fleets on one PostgreSQL server, backups, and salvage of damaged files."""
