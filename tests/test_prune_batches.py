@@ -340,7 +340,7 @@ def test_prune_batches_keep_the_fts_segments_merged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each batch does a bounded FTS5 merge step, so segments do not pile up for others to merge."""
-    from hermes_store.repositories import sessions
+    from hermes_store.repositories import session_pruning
 
     original = tmp_path / "original.db"
     with SessionDB(original, clock=lambda: NOW - 40 * DAY) as db:
@@ -356,10 +356,10 @@ def test_prune_batches_keep_the_fts_segments_merged(
             )
             db.end_session(session_id, "done")
     segments = {}
-    for pages in (0, sessions.FTS_MERGE_PAGES):
+    for pages in (0, session_pruning.FTS_MERGE_PAGES):
         path = tmp_path / f"merge-{pages}.db"
         shutil.copy(original, path)
-        monkeypatch.setattr(sessions, "FTS_MERGE_PAGES", pages)
+        monkeypatch.setattr(session_pruning, "FTS_MERGE_PAGES", pages)
         store = Store(path, clock=lambda: NOW)
         try:  # a tiny budget and target: one session a batch, 120 commits
             assert (
@@ -369,7 +369,7 @@ def test_prune_batches_keep_the_fts_segments_merged(
             store.close()
         segments[pages] = _segments(path)
         _contents(path)  # both indexes pass FTS5's integrity-check
-    merged, unmerged = segments[sessions.FTS_MERGE_PAGES], segments[0]
+    merged, unmerged = segments[session_pruning.FTS_MERGE_PAGES], segments[0]
     for name in unmerged:
         assert merged[name] < unmerged[name], segments
 

@@ -281,7 +281,9 @@ class SessionDB:
         """The session holding exactly this title, as a dict, or None."""
         with self._store.read() as uow:
             found = uow.sessions.by_title(title)
-        return None if found is None else found.as_dict()
+            if found is None:
+                return None
+            return found.as_dict() | uow.keeping.flags(found.id)
 
     def resolve_session_by_title(self, title: str) -> str | None:
         """The newest session of the lineage: "T #3" beats "T #2" beats "T"."""

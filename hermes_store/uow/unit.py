@@ -410,7 +410,9 @@ class UnitOfWork:
                 self._transaction.rollback()
             return
         connection = self.connection
-        if connection.in_transaction():
+        # Not in_transaction(): a transaction whose COMMIT failed is inactive but still
+        # there, and SQLAlchemy refuses every later statement until it is rolled back.
+        if connection.get_transaction() is not None:
             connection.rollback()
         if self._driver.in_transaction:
             self._driver_end("ROLLBACK")
