@@ -1,7 +1,7 @@
 """The few statistics the benchmarks print: a percentile, and the spread of paired ratios.
 
 Kept apart from the runners so their arithmetic can be tested on made-up
-timings whose answers are known (``tests/test_bench_stats.py``).
+timings whose answers are known (``tests/bench/test_bench_stats.py``).
 """
 
 from __future__ import annotations

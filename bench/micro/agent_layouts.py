@@ -1,12 +1,12 @@
 """The files the agent-file rows run on: the agent's layouts v10, v11, v25 and the document's
 schema with our trigram index, each built once per run as an empty template.
 
-The agent's files come from :mod:`tests.upstream_schema`, which rebuilds with
+The agent's files come from :mod:`tests.support.upstream_schema`, which rebuilds with
 the standard library what the agent's own code does to a file (checked there
 against files the real code made); nothing of hermes_store builds them, so the
 store meets them as it would meet a user's file. The document-plus-trigram
 file is the yardstick of our own head file: the document's v6 tables
-(:mod:`tests.legacy_schema`) and the trigram index as revision 0007 adds it,
+(:mod:`tests.support.legacy_schema`) and the trigram index as revision 0007 adds it,
 without anything our later revisions add.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hermes_store.backends.sqlite.library import driver as sqlite3
-from tests.legacy_schema import build_legacy_db
-from tests.upstream_schema import STORE_TRIGRAM_SQL, build_upstream_db
+from tests.support.legacy_schema import build_legacy_db
+from tests.support.upstream_schema import STORE_TRIGRAM_SQL, build_upstream_db
 
 AGENT_VERSIONS = (10, 11, 25)
 

@@ -49,7 +49,7 @@ from typing import Any
 from ..paths import REPO_ROOT, WORK_ROOT
 
 WORK = WORK_ROOT
-HOLDER = REPO_ROOT / "tests" / "lock_holder.py"
+HOLDER = REPO_ROOT / "tests" / "support" / "lock_holder.py"
 WRITERS = 8
 VARIANTS = ("plain", "plain-grouped", "threads", "tasks", "threads-unshared")
 SECTIONS = ("stall", "appenders", "single", "aiosqlite")

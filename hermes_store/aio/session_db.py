@@ -6,7 +6,7 @@ run on a worker thread (:class:`~hermes_store.aio.offload.Offloader`): the
 rules stay in one place, and the loop never waits for a lock, a flush or a
 query. The methods are written out one by one (each a line delegating to
 ``_read`` or ``_write``) so that editors and type checkers see their
-signatures; ``tests/test_aio.py`` checks that none is missing or differs.
+signatures; ``tests/contention/test_aio.py`` checks that none is missing or differs.
 
 Writes naming a session are started in the order of their calls, one after
 another per session (so its messages are stored in call order, even from

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 OPERATORS = frozenset({"AND", "OR", "NOT"})
 _STRIPPED = re.compile(r'[(){}^+*"]')
 # FTS5 barewords: ASCII letters, digits and "_", and every character above U+007F.
-# Spelled as the ASCII characters they are not: the same set (tests/test_query_syntax.py
+# Spelled as the ASCII characters they are not: the same set (tests/search/test_query_syntax.py
 # checks every code point), but a class up to U+10FFFF takes re long to compile, paid
 # by every process that imports the store (CLI start-up, issue #19).
 BAREWORD_CLASS = r"[^\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"

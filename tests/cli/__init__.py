@@ -1,0 +1,1 @@
+"""The hermes-store command line, run as a real process."""

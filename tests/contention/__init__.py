@@ -1,0 +1,1 @@
+"""Concurrency and durability: writers at once, crashes, forks, a full disk, asyncio."""

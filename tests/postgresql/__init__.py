@@ -1,0 +1,1 @@
+"""The PostgreSQL backend's own rules: engine, schema, search plans, copy, replicas."""

@@ -1,0 +1,1 @@
+"""Damage and its repair: backup, recover, corruption, replaced files, unusable databases."""

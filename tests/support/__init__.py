@@ -1,0 +1,1 @@
+"""What the tests use that is not a test: worker scripts, schema builders, helpers."""
