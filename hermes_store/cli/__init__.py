@@ -10,7 +10,7 @@ yet; every other command refuses a missing file instead of leaving an empty
 Errors a user can cause (an unknown id, a missing file, a bad title, a
 database locked past patience, a bad JSONL line) end in one red line on
 stderr and exit status 1; usage errors are argparse's, exit status 2. The
-grammar is :data:`COMMANDS`, at the end: one :class:`~.cli_args.Command` per
+grammar is :data:`COMMANDS`, at the end: one :class:`~.args.Command` per
 function below, each function taking its options as keyword arguments.
 """
 
@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from hermes_store.api.cli_args import (
+from hermes_store.cli.args import (
     CliError,
     Command,
     UsageError,
@@ -44,9 +44,9 @@ from hermes_store.api.cli_args import (
     positive_int,
     store_url,
 )
-from hermes_store.api.cli_output import console, fail, say, show, warn, write_json
-from hermes_store.api.cli_signals import StoppedBySignal, signals_unwind
-from hermes_store.api.cli_table import search_table, sessions_table
+from hermes_store.cli.output import console, fail, say, show, warn, write_json
+from hermes_store.cli.signals import StoppedBySignal, signals_unwind
+from hermes_store.cli.table import search_table, sessions_table
 from hermes_store.api.session_db import SessionDB
 from hermes_store.backends.location import resolve_url, sqlite_file, sqlite_url
 from hermes_store.backends.policy import ContentionPolicy
@@ -69,20 +69,20 @@ from hermes_store.uow.store import Store
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from hermes_store.api import cli_render as render
+    from hermes_store.cli import render
 else:
 
     class _Render:
-        """:mod:`.cli_render` (rich tables, trees), imported when a command first renders one.
+        """:mod:`.render` (rich tables, trees), imported when a command first renders one.
 
         ``current`` prints three lines and ``--json`` prints JSON: neither needs
         rich, whose import is a good part of a short command's start-up.
         """
 
         def __getattr__(self, name: str) -> Any:
-            from hermes_store.api import cli_render
+            from importlib import import_module
 
-            return getattr(cli_render, name)
+            return getattr(import_module("hermes_store.cli.render"), name)
 
     render = _Render()
 
@@ -606,7 +606,7 @@ def _stdout_writer() -> Iterator[IO[str]]:
 
 def import_(*, file: Path, db: Path | None, url: str | None, patience: float | None) -> None:
     """Add the sessions of an export; a session id already in the store is skipped."""
-    from hermes_store.api.cli_import import (
+    from hermes_store.cli.import_file import (
         BATCH_MESSAGES,
         BATCH_SESSIONS,
         ImportResult,
@@ -664,14 +664,14 @@ def import_(*, file: Path, db: Path | None, url: str | None, patience: float | N
 
 def copy_(*, source: str, destination: str, batch_size: int) -> None:
     """Copy every session and message into another store (SQLite -> PostgreSQL); idempotent."""
-    from hermes_store.api.cli_progress import ProgressLines
+    from hermes_store.cli.progress import ProgressLines
     from hermes_store.tools.copy import copy_store
 
     origin = _target(None, source, None)
     if not origin.exists():
         raise CliError(f"no database at {origin.describe()} (--from)")
     goal = _target(None, destination, None)
-    # Lines, not a bar: a long copy is often run with stderr to a log (cli_progress).
+    # Lines, not a bar: a long copy is often run with stderr to a log (progress.py).
     progressed = ProgressLines("copying")
     report = copy_store(origin.url, goal.url, batch_size=batch_size, progress=progressed)
     if report.dangling_parents:
