@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             sys.executable,
             "-m",
-            "hermes_store.api.cli",
+            "hermes_store.cli",
             "upgrade",
             "--url",
             url.render_as_string(hide_password=False),

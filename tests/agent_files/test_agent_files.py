@@ -397,7 +397,7 @@ def test_copy_from_v25_leaves_the_agents_inactive_rows_behind_and_says_so(tmp_pa
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[object, str, str]:
     """``hermes-store ARGS`` run in this process: exit status, stdout, stderr."""
-    from hermes_store.api.cli import main
+    from hermes_store.cli import main
 
     try:
         main(list(args))

@@ -1,7 +1,7 @@
 """``hermes-store``: the real command line, in a subprocess, on real files under tmp_path.
 
 The console script is not installed during development, so each test runs
-``python -m hermes_store.api.cli`` with the repository on ``PYTHONPATH`` and
+``python -m hermes_store.cli`` with the repository on ``PYTHONPATH`` and
 ``HERMES_HOME`` pointing into tmp_path. Fixtures are written with the library
 (fast, in process); the CLI is what is under test. Most assertions read
 ``--json`` output or look at the store afterwards with ``SessionDB``.
@@ -73,7 +73,7 @@ def cli(tmp_path: Path, home: Path) -> Run:
             else:
                 environment[key] = value
         return subprocess.run(
-            [sys.executable, "-m", "hermes_store.api.cli", *args],
+            [sys.executable, "-m", "hermes_store.cli", *args],
             cwd=tmp_path,
             env=environment,
             capture_output=True,
@@ -757,7 +757,7 @@ def test_export_into_a_pipe_closed_early_ends_quietly(tmp_path: Path, home: Path
             db.append_messages(f"s{n}", [{"role": "user", "content": "x" * 4000}] * 10)
     environment = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen(
-        [sys.executable, "-m", "hermes_store.api.cli", "export", "--db", str(path)],
+        [sys.executable, "-m", "hermes_store.cli", "export", "--db", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=environment,

@@ -1,10 +1,10 @@
-"""Progress lines of long commands (``api/cli_progress.py``): one every few seconds, anywhere."""
+"""Progress lines of long commands (``cli/progress.py``): one every few seconds, anywhere."""
 
 from __future__ import annotations
 
 import io
 
-from hermes_store.api.cli_progress import ProgressLines
+from hermes_store.cli.progress import ProgressLines
 
 
 def test_a_line_per_interval_with_rate_and_time_left_and_the_last_always() -> None:

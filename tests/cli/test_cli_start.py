@@ -8,7 +8,7 @@ file must import none of them. ``current`` reads the file's state and layout
 and nothing else, so it builds no repository's statements and renders no
 table either. The command line is parsed by argparse: typer, click (and the
 pydantic typer checks options with) are imported by no command; ``sessions``
-and ``search`` draw their tables as plain text (:mod:`.cli_table`), and rich
+and ``search`` draw their tables as plain text (:mod:`hermes_store.cli.table`), and rich
 comes only with the other commands' tables, trees and progress bars. The check runs the
 real entry point in a new process and reads that process's ``sys.modules``:
 no timing involved.
@@ -50,7 +50,7 @@ def _under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 _PROBE = """
 import json, sys
 sys.argv = ["hermes-store", *json.loads(sys.argv[1])]
-from hermes_store.api.cli import main
+from hermes_store.cli import main
 try:
     main()
 except SystemExit as done:
@@ -95,7 +95,7 @@ def test_reading_a_current_file_imports_neither_alembic_nor_psycopg_nor_the_orm(
     probe = _modules_after(*command, "--db", str(current_file))
     assert probe["code"] == 0
     modules = probe["modules"]
-    assert isinstance(modules, list) and "hermes_store.api.cli" in modules  # it did run
+    assert isinstance(modules, list) and "hermes_store.cli" in modules  # it did run
     assert [m for m in modules if m.split(".")[0] in NEVER] == []
     assert _under(modules, NEVER_MODULES) == []
     if command == ["current"]:
@@ -132,7 +132,7 @@ def test_the_probe_sees_rich_where_a_command_prints_with_it(current_file: Path) 
 def test_every_command_is_listed_with_its_line_and_its_help_lists_its_options(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hermes_store.api.cli import COMMANDS, main
+    from hermes_store.cli import COMMANDS, main
 
     def run(*args: str) -> tuple[object, str]:
         try:
@@ -161,8 +161,8 @@ def test_a_named_command_is_parsed_alone_and_reads_as_among_all(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Only the named command's parser is built at start-up; its help and errors are the same."""
-    from hermes_store.api.cli import COMMANDS, DESCRIPTION, _version
-    from hermes_store.api.cli_args import Command, build_parser, named
+    from hermes_store.cli import COMMANDS, DESCRIPTION, _version
+    from hermes_store.cli.args import Command, build_parser, named
 
     def parse(commands: Sequence[Command], args: list[str]) -> tuple[object, str, str]:
         parser = build_parser("hermes-store", DESCRIPTION, commands, _version)

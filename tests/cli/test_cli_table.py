@@ -1,6 +1,6 @@
 """The plain-text tables of ``sessions`` and ``search``: aligned, fitted, never markup.
 
-:mod:`hermes_store.api.cli_table` draws what rich drew for these two
+:mod:`hermes_store.cli.table` draws what rich drew for these two
 listings without importing rich (start-up, issue #19). Each check renders a
 table for a stream that is not a terminal and looks at the text: every line
 as wide as the table, CJK counted two columns, cells wrapped at words and
@@ -14,7 +14,7 @@ import unicodedata
 
 import pytest
 
-from hermes_store.api.cli_table import search_table, sessions_table
+from hermes_store.cli.table import search_table, sessions_table
 
 
 def _columns(line: str) -> int:

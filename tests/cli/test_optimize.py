@@ -33,7 +33,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         NO_COLOR="1",
     )
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", *args],
+        [sys.executable, "-m", "hermes_store.cli", *args],
         capture_output=True,
         text=True,
         env=environment,

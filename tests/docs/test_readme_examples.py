@@ -105,7 +105,7 @@ def test_the_quick_start_writes_its_own_store_never_the_agents(
         [
             sys.executable,
             "-m",
-            "hermes_store.api.cli",
+            "hermes_store.cli",
             "demo",
             "--db",
             str(agent_home / "state.db"),

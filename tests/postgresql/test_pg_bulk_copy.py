@@ -54,7 +54,7 @@ def _command(source: Path, target: str, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "hermes_store.api.cli",
+        "hermes_store.cli",
         "copy",
         "--from",
         str(source),

@@ -24,7 +24,7 @@ def _run(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.Comp
         "NO_COLOR": "1",
     }
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", *args],
+        [sys.executable, "-m", "hermes_store.cli", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -30,7 +30,7 @@ _EXACT_USAGE = """
 """
 
 
-_CLI = "import sys; from hermes_store.api.cli import main; sys.argv[0] = 'hermes-store'; main()"
+_CLI = "import sys; from hermes_store.cli import main; sys.argv[0] = 'hermes-store'; main()"
 
 
 def _plain(url: URL) -> str:

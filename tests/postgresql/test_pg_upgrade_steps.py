@@ -57,7 +57,7 @@ def test_cli_upgrade_reports_each_revision_and_the_total(
         [
             sys.executable,
             "-m",
-            "hermes_store.api.cli",
+            "hermes_store.cli",
             "upgrade",
             "--url",
             url.render_as_string(hide_password=False),

@@ -178,7 +178,7 @@ def _cli(
     if read_url is not None:
         env["HERMES_STORE_READ_URL"] = read_url
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", *args],
+        [sys.executable, "-m", "hermes_store.cli", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -34,7 +34,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", *args],
+        [sys.executable, "-m", "hermes_store.cli", *args],
         capture_output=True,
         text=True,
         env=_env(**env),
@@ -148,7 +148,7 @@ def test_concurrent_keep_1_runs_all_succeed_and_leave_one_backup(tmp_path: Path)
     _store(path, messages=50)
     folder = tmp_path / "backups"
     folder.mkdir(mode=0o700)
-    arguments = ["-m", "hermes_store.api.cli", "backup", "--db", str(path), "--to", str(folder)]
+    arguments = ["-m", "hermes_store.cli", "backup", "--db", str(path), "--to", str(folder)]
     for _round in range(3):
         runs = [
             subprocess.Popen(

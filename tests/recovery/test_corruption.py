@@ -298,7 +298,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "200",
     }
     return subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", *args],
+        [sys.executable, "-m", "hermes_store.cli", *args],
         capture_output=True,
         text=True,
         env=environment,

@@ -386,7 +386,7 @@ def paused(*_args, **_kwargs):  # the new file is built, not yet checked nor ren
 
 module._verify = paused
 if sys.argv[3] == "cli":
-    from hermes_store.api.cli import main
+    from hermes_store.cli import main
     main(["recover", "--from", sys.argv[1], "--to", sys.argv[2]])
 else:
     module.recover(sys.argv[1], sys.argv[2])

@@ -191,7 +191,7 @@ def test_cli_copy_reports_and_verifies(tmp_path: Path, new_target: Any) -> None:
         "PYTHONPATH": str(REPO),
         "NO_COLOR": "1",
     }
-    command = [sys.executable, "-m", "hermes_store.api.cli", "copy", "--from", str(source)]
+    command = [sys.executable, "-m", "hermes_store.cli", "copy", "--from", str(source)]
     first = subprocess.run([*command, "--to", target], capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
     assert "copied 4 of 4 session(s) and 24 of 24 message(s)" in first.stdout

@@ -1132,7 +1132,7 @@ def test_the_command_line_shows_and_exports_a_text_that_is_not_utf8(db_path: Pat
     plant_bad_text(db_path)
     for command in (["show", "bad"], ["export"], ["sessions"]):
         done = subprocess.run(
-            [sys.executable, "-m", "hermes_store.api.cli", *command, "--db", str(db_path)],
+            [sys.executable, "-m", "hermes_store.cli", *command, "--db", str(db_path)],
             capture_output=True,
             text=True,
             env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},

@@ -201,7 +201,7 @@ def _read_here(path: Path) -> list[Any]:
 
 def _cli_as_other_user(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``hermes-store ARGS`` in a process of the other user (``nobody`` under root)."""
-    command = [sys.executable, "-m", "hermes_store.api.cli", *args]
+    command = [sys.executable, "-m", "hermes_store.cli", *args]
     if os.geteuid() == 0:
         uid, gid = other_user()
         command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *command]

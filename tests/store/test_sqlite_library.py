@@ -76,7 +76,7 @@ def test_the_store_and_its_tools_run_on_a_fixed_release(tmp_path: Path) -> None:
 
 def test_version_and_check_name_the_library(tmp_path: Path) -> None:
     shown = subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", "--version"],
+        [sys.executable, "-m", "hermes_store.cli", "--version"],
         capture_output=True,
         text=True,
         check=True,
@@ -85,7 +85,7 @@ def test_version_and_check_name_the_library(tmp_path: Path) -> None:
     assert "free of the WAL-reset bug" in shown
     SessionDB(tmp_path / "state.db").close()
     checked = subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", "check", "--db", str(tmp_path / "state.db")],
+        [sys.executable, "-m", "hermes_store.cli", "check", "--db", str(tmp_path / "state.db")],
         capture_output=True,
         text=True,
         check=True,
@@ -137,7 +137,7 @@ def test_an_affected_library_warns_once_per_file_and_keeps_new_files_out_of_wal(
         assert warning.startswith(f"{name}: the linked SQLite ")
         assert "WAL-reset bug" in warning and "3.51.3" in warning and "pysqlite3" in warning
     checked = subprocess.run(
-        [sys.executable, "-m", "hermes_store.api.cli", "check", "--db", str(fresh)],
+        [sys.executable, "-m", "hermes_store.cli", "check", "--db", str(fresh)],
         capture_output=True,
         text=True,
         env={**os.environ, "HERMES_STORE_SQLITE": "system"},

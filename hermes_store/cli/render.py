@@ -1,7 +1,7 @@
 """How ``hermes-store`` shows a session, a lineage, reports and surveys: rich tables and trees.
 
 Imported only by the commands that print one (``sessions`` and ``search``
-draw theirs in plain text, :mod:`.cli_table`, to start fast).
+draw theirs in plain text, :mod:`.table`, to start fast).
 
 Everything that comes out of the store (titles, message content, snippets) is
 user data and may contain rich markup such as ``[bold]``; it only ever enters
@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from hermes_store.api.cli_table import ROLE_STYLES, cost, number, when
+from hermes_store.cli.table import ROLE_STYLES, cost, number, when
 
 
 def _role(role: str | None) -> Text:

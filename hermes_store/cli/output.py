@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
 
 PIPED_WIDTH = 160
 """Width of tables written to a pipe or file, where rich would otherwise assume 80 columns."""
@@ -97,3 +98,42 @@ def console(*, stderr: bool = False) -> Console:
 def show(renderable: Any, *, soft_wrap: bool = False) -> None:
     """Print a rich renderable (a table, a tree, a styled text) on stdout."""
     console().print(renderable, soft_wrap=soft_wrap)
+
+
+def progress_bar() -> Progress:
+    """A bar on stderr for export and import, drawn for a terminal only."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    err = console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,  # a bar is for people; logs and pipes get the summary
+    )
+
+
+class _Render:
+    """:mod:`.render` (rich tables, trees), imported when a command first renders one.
+
+    ``current`` prints three lines and ``--json`` prints JSON: neither needs
+    rich, whose import is a good part of a short command's start-up.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        from importlib import import_module
+
+        return getattr(import_module("hermes_store.cli.render"), name)
+
+
+lazy_render = _Render()
+"""Stands in for :mod:`.render` at run time; type checkers see the module itself."""

@@ -6,7 +6,7 @@ import and layout took a large share of that budget. A table here is drawn in
 rich's default box (heavy head), fitted to the terminal's width (160 columns
 into a pipe), its cells word-wrapped, a word longer than its column folded,
 CJK characters counted two columns wide. Cells are lists of ``(text,
-style)`` spans, painted by :func:`.cli_output.paint` only on a colored
+style)`` spans, painted by :func:`.output.paint` only on a colored
 stream, so user data is never read as markup. A session id is never wrapped or
 cut (people copy it): a terminal too narrow for every column loses the least
 needed ones instead.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
-from hermes_store.api.cli_output import PIPED_WIDTH, colored, paint
+from hermes_store.cli.output import PIPED_WIDTH, colored, paint
 
 Span = tuple[str, str | None]
 Cell = list[Span]
@@ -37,7 +37,7 @@ FLEXIBLE_LEAST = 24
 
 
 # ----------------------------------------------------------------------
-# small formatters (also rich's tables', in cli_render)
+# small formatters (also rich's tables', in render.py)
 # ----------------------------------------------------------------------
 def when(timestamp: float | None) -> str:
     """A Unix epoch float as local ``YYYY-MM-DD HH:MM``; a dash when unknown."""

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.types import REAL, Integer
 
-from hermes_store.api.cli_args import CliError
 from hermes_store.api.session_db import JSON_MESSAGE_FIELDS
+from hermes_store.cli.args import CliError
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
 from hermes_store.errors import InvalidInputError
 from hermes_store.schema.tables import messages_table, sessions_table
