@@ -25,7 +25,8 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in paths.items():
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.ImportFrom) and node.module in paths:
-                graph[name].add(node.module)
+                if node.module != name:  # a package importing its own submodules
+                    graph[name].add(node.module)
                 for alias in node.names:
                     if f"{node.module}.{alias.name}" in paths:
                         graph[name].add(f"{node.module}.{alias.name}")

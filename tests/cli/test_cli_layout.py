@@ -17,8 +17,8 @@ import pytest
 from hermes_store.cli import COMMANDS
 from hermes_store.cli.args import UsageError
 from hermes_store.cli.target import Target, resolve
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 STORE_OPTIONS = {"db", "url", "patience", "read_url", "max_replica_lag"}
 WITHOUT_A_STORE = {"copy", "recover"}
 """The commands whose stores are their --from and --to, not --db or --url."""
