@@ -1,4 +1,4 @@
-"""Fill ``messages.content_tsv`` and build its indexes on a populated table without blocking appends.
+"""Fill ``messages.content_tsv`` and build its indexes on a populated table, appends unblocked.
 
 Revision 0014 on a table that already holds messages: its vectors are
 written by ``UPDATE``s of one range of ids at a time, each committed on its
@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, vector_of
 
 FILL_BATCH = 20_000
-"""Ids per ``UPDATE``: long enough to amortise a statement, short enough that a row lock is brief."""
+"""Ids per ``UPDATE``: enough to amortise a statement, few enough that its row locks are brief."""
 
 
 def fill_vectors(connection: Connection, batch: int = FILL_BATCH) -> int:

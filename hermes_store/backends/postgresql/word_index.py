@@ -27,7 +27,7 @@ VECTOR_COLUMN = "content_tsv"
 
 
 def vector_of(text: str) -> str:
-    """The SQL of the vector of ``text`` (a column or ``NEW.content``): one spelling for all uses."""
+    """The SQL of ``text``'s vector (a column or ``NEW.content``): one spelling for all uses."""
     return f"to_tsvector('simple', LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}))"
 
 
