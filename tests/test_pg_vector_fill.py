@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection, Engine
 
-from hermes_store import SessionDB
+from hermes_store import SessionDB, Store
 from hermes_store.backends import create_store_engine
 from hermes_store.backends.postgresql.vector_fill import fill_vectors
 from hermes_store.backends.postgresql.word_index import (
@@ -33,6 +33,7 @@ from hermes_store.backends.postgresql.word_index import (
 )
 from hermes_store.schema.migrate import stamp, upgrade, upgrade_in_steps
 from hermes_store.schema.state import HEAD_REVISION
+from hermes_store.tools.check import check
 
 MESSAGES = 3_000
 QUERIES = ("rollout", "build 17", '"failed with error 5"', "docker OR cron")
@@ -262,3 +263,33 @@ def test_a_failed_0014_leaves_0013_recorded_and_a_second_run_finishes_it(
     assert stale == 0
     assert schema == fresh_at_head[0]
     assert _searches(url) == fresh_at_head[1]
+
+
+def test_check_finds_a_disabled_vector_trigger_and_repair_restores_the_vectors(
+    pg_fresh_url: Callable[[], URL],
+) -> None:
+    url = pg_fresh_url()
+    engine = _populated(url, "head")
+    try:
+        with engine.begin() as connection:
+            connection.execute(text("ALTER TABLE messages DISABLE TRIGGER messages_content_tsv"))
+        _rows(engine, MESSAGES + 1, MESSAGES + 5)
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE messages SET content = 'zebra' WHERE id = 1"))
+            assert _stale(connection) == 6
+        with Store(url) as store:
+            found = check(store)
+            assert not found.ok and found.fts is not None
+            assert "trigger" in found.fts and "without a vector" in found.fts
+            assert check(store, repair=True).rebuilt_fts
+            assert check(store).ok
+        with engine.connect() as connection:
+            assert _stale(connection) == 0
+            enabled = connection.execute(
+                text("SELECT tgenabled FROM pg_trigger WHERE tgname = 'messages_content_tsv'")
+            ).scalar_one()
+        assert enabled == "O"
+        with SessionDB(url.render_as_string(hide_password=False)) as db:
+            assert [h["id"] for h in db.search_messages("zebra")] == [1]
+    finally:
+        engine.dispose()
