@@ -4,15 +4,20 @@ Issue #28 found PostgreSQL search at field size spending most of its time
 re-parsing the text of every match, because revision 0001's
 GIN index is on an expression and stores no vector: ``ts_rank`` and the
 position check of a phrase parse the content again for each row. This
-revision adds the generated column ``messages.content_tsv`` (the same
-expression, stored) and rebuilds ``idx_messages_fts`` on it, so ranking and
-phrases read stored positions, and adds ``idx_messages_role``, so a search's
-role filter narrows the oldest rank window before its rows are read (see
-:mod:`hermes_store.backends.postgresql.word_index`).
+revision adds the column ``messages.content_tsv`` (the same expression,
+stored, kept by a trigger) and builds ``idx_messages_fts`` on it, so ranking
+and phrases read stored positions, and adds ``idx_messages_role``, so a
+search's role filter narrows the oldest rank window before its rows are read
+(see :mod:`hermes_store.backends.postgresql.word_index`).
 
-Adding a stored generated column rewrites ``messages`` under an exclusive
-lock: writers wait for the rewrite and the index build (the PostgreSQL guide,
-docs/guides/postgresql.md, gives the time it took).
+On a table that holds messages the revision does not block appends: the
+column is added without a rewrite, the rows already there get their vectors
+in committed batches and the indexes are built ``CONCURRENTLY``
+(:mod:`hermes_store.backends.postgresql.vector_fill`), all on a second
+connection while the migration's transaction waits; the revision is recorded
+only when that work is done, and a run that failed part-way is finished by
+running it again. An empty table (a new store) gets all of it in the
+migration's one transaction.
 
 On SQLite this revision does nothing: FTS5 stores its own positions.
 
@@ -25,13 +30,27 @@ Revises: 0013
 from __future__ import annotations
 
 from alembic import op
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
+from hermes_store.backends.postgresql.vector_fill import (
+    build_concurrently,
+    drop_concurrently,
+    fill_vectors,
+)
 from hermes_store.backends.postgresql.word_index import (
     ADD_VECTOR_COLUMN,
     DROP_VECTOR_COLUMN,
+    DROP_VECTOR_FUNCTION,
+    DROP_VECTOR_TRIGGER,
     EXPRESSION_INDEX_DDL,
+    HAS_VECTOR_TRIGGER,
+    NEW_WORD_INDEX,
     ROLE_INDEX,
     ROLE_INDEX_DDL,
+    VECTOR_COLUMN,
+    VECTOR_FUNCTION_DDL,
+    VECTOR_TRIGGER_DDL,
     WORD_INDEX,
     WORD_INDEX_DDL,
 )
@@ -46,10 +65,51 @@ depends_on = None
 def upgrade() -> None:
     if is_sqlite():
         return
-    op.execute(f"DROP INDEX IF EXISTS {WORD_INDEX}")
+    bind = op.get_bind()
+    if not bind.execute(text(HOLDS_MESSAGES)).scalar():
+        with bind.engine.connect() as other:
+            beside = other.execution_options(isolation_level="AUTOCOMMIT")
+            if beside.execute(text("SELECT EXISTS (SELECT 1 FROM messages)")).scalar():
+                _fill_and_index(beside)
+                return
     op.execute(ADD_VECTOR_COLUMN)
+    op.execute(VECTOR_FUNCTION_DDL)
+    op.execute(DROP_VECTOR_TRIGGER)
+    op.execute(VECTOR_TRIGGER_DDL)
+    op.execute(f"DROP INDEX IF EXISTS {WORD_INDEX}")
     op.execute(WORD_INDEX_DDL)
     op.execute(ROLE_INDEX_DDL)
+
+
+HOLDS_MESSAGES = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() "
+    "AND relation = 'messages'::regclass)"
+)
+"""Whether this transaction already locked ``messages`` (an earlier revision of the same run).
+
+Work on a second connection would then wait for this transaction, which
+waits for it: such a run (a whole chain in one transaction) takes the
+blocking path instead.
+"""
+
+
+def _fill_and_index(connection: Connection) -> None:
+    """A populated table's path, on a second connection in autocommit mode.
+
+    Each statement commits on its own, so appends wait only for the moments
+    ``ALTER TABLE`` and ``CREATE TRIGGER`` hold their locks; the migration's
+    own transaction, which holds the schema upgrade lock and records the
+    revision, stays open meanwhile and commits last.
+    """
+    connection.execute(text(ADD_VECTOR_COLUMN))
+    connection.execute(text(VECTOR_FUNCTION_DDL))
+    if not connection.execute(text(HAS_VECTOR_TRIGGER)).scalar():
+        connection.execute(text(VECTOR_TRIGGER_DDL))
+    fill_vectors(connection)
+    build_concurrently(connection, NEW_WORD_INDEX, f"ON messages USING GIN ({VECTOR_COLUMN})")
+    build_concurrently(connection, ROLE_INDEX, "ON messages (role)")
+    drop_concurrently(connection, WORD_INDEX)
+    connection.execute(text(f"ALTER INDEX {NEW_WORD_INDEX} RENAME TO {WORD_INDEX}"))
 
 
 def downgrade() -> None:
@@ -57,5 +117,7 @@ def downgrade() -> None:
         return
     op.execute(f"DROP INDEX IF EXISTS {ROLE_INDEX}")
     op.execute(f"DROP INDEX IF EXISTS {WORD_INDEX}")
+    op.execute(DROP_VECTOR_TRIGGER)
+    op.execute(DROP_VECTOR_FUNCTION)
     op.execute(DROP_VECTOR_COLUMN)
     op.execute(EXPRESSION_INDEX_DDL)

@@ -5,8 +5,9 @@ extension (the server's checksums and the DBA's tools own that), so here
 "integrity" means what can break this store's data: a ``messages.id``
 identity behind the ids in use (after a copy with explicit ids); foreign keys
 are recounted with anti-joins; "FTS" means the two search indexes exist and
-are valid, and repairing rebuilds them. Revision 0017's kept totals are
-compared with the tables (:mod:`.totals`).
+are valid and every message has its word vector, kept by its trigger, and
+repairing puts the trigger back, refills the vectors and rebuilds the indexes.
+Revision 0017's kept totals are compared with the tables (:mod:`.totals`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends.postgresql import totals
-from hermes_store.backends.postgresql.word_index import WORD_INDEX, WORD_INDEX_DDL
+from hermes_store.backends.postgresql.word_index import (
+    DROP_VECTOR_TRIGGER,
+    VECTOR_COLUMN,
+    VECTOR_EXPRESSION,
+    VECTOR_FUNCTION_DDL,
+    VECTOR_TRIGGER,
+    VECTOR_TRIGGER_DDL,
+    WORD_INDEX,
+    WORD_INDEX_DDL,
+)
 from hermes_store.domain.messages import stored_tool_call_total
 
 # PostgreSQL: the message counts in SQL; tool calls are counted in Python by the
@@ -62,6 +72,16 @@ _INDEX_STATE = text(
     """
 )
 
+# The word vectors are kept by a trigger (revision 0014): one dropped or disabled
+# leaves new rows without a vector, which no word search finds.
+_VECTOR_STATE = text(
+    f"""
+    SELECT (SELECT tgenabled <> 'D' FROM pg_trigger
+            WHERE tgrelid = 'messages'::regclass AND tgname = '{VECTOR_TRIGGER}'),
+           EXISTS (SELECT 1 FROM messages WHERE {VECTOR_COLUMN} IS NULL)
+    """
+)
+
 
 def advance_message_identity(connection: Connection) -> None:
     """PostgreSQL: the next ``messages.id`` handed out will be above every id in use."""
@@ -99,8 +119,15 @@ class PostgresqlHealth:
     def fts_problems(self) -> dict[str, str]:
         """The two search indexes that are missing or invalid."""
         state: dict[str, bool] = dict(self._c.execute(_INDEX_STATE).all())
-        bad = [name for name in SEARCH_INDEXES if not state.get(name)]
-        return {name: "missing or invalid" for name in bad}
+        problems = {name: "missing or invalid" for name in SEARCH_INDEXES if not state.get(name)}
+        kept, missing = self._c.execute(_VECTOR_STATE).one()
+        if not kept or missing:
+            found = "its vectors' trigger is missing or disabled" if not kept else ""
+            found += ("; " if found and missing else "") + (
+                "messages without a vector" if missing else ""
+            )
+            problems[WORD_INDEX] = "; ".join(filter(None, [problems.get(WORD_INDEX), found]))
+        return problems
 
     def miscounted_sessions(self) -> list[dict[str, Any]]:
         """Message counts in SQL; tool calls counted in Python by the append's rule."""
@@ -132,7 +159,19 @@ class PostgresqlHealth:
     def rebuild_fts(self, names: list[str]) -> None:
         """Drop and build again each named search index."""
         self._c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        if WORD_INDEX in names:
+            self._restore_vectors()
         for name, ddl in SEARCH_INDEXES.items():
             if name in names:
                 self._c.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
                 self._c.exec_driver_sql(ddl)
+
+    def _restore_vectors(self) -> None:
+        """Put the vectors' trigger back and give every message the vector of its text."""
+        self._c.exec_driver_sql(VECTOR_FUNCTION_DDL)
+        self._c.exec_driver_sql(DROP_VECTOR_TRIGGER)
+        self._c.exec_driver_sql(VECTOR_TRIGGER_DDL)
+        self._c.exec_driver_sql(
+            f"UPDATE messages SET {VECTOR_COLUMN} = {VECTOR_EXPRESSION} "
+            f"WHERE {VECTOR_COLUMN} IS DISTINCT FROM {VECTOR_EXPRESSION}"
+        )

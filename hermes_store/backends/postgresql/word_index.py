@@ -4,10 +4,14 @@ Revision 0001 indexed the expression ``to_tsvector('simple', LEFT(COALESCE(conte
 ''), 100000))``; the index held the lexemes but not the vector, so every
 statement that ranked (``ts_rank``) or checked a phrase's positions re-parsed
 the text of every match: most of a search's time at field size (issue #28).
-``messages.content_tsv`` keeps the vector itself, computed by the server on
-every insert and update (a generated column: no trigger to forget, nothing a
-writer of ours or anyone else's can leave stale), so ranking and phrase
-checks read the stored positions.
+``messages.content_tsv`` keeps the vector itself, so ranking and phrase
+checks read the stored positions. A trigger of the server's
+(:data:`VECTOR_TRIGGER`) sets it on every insert and every update of
+``content``, so no writer, ours or anyone else's, can leave it stale; a
+trigger rather than a generated column because adding a stored generated
+column rewrites the whole table under an exclusive lock, while a plain
+nullable column is added without touching a row and filled in batches that
+writers never wait for (see :mod:`hermes_store.backends.postgresql.vector_fill`).
 
 The column is the same expression the old index had, so the old index's
 matches, and what a word means, do not change. The GIN index keeps its name
@@ -20,17 +24,54 @@ WORD_INDEX_CHARS = 100_000
 """The vector covers the first this many characters (a tsvector cannot exceed 1 MB)."""
 
 VECTOR_COLUMN = "content_tsv"
-VECTOR_EXPRESSION = f"to_tsvector('simple', LEFT(COALESCE(content, ''), {WORD_INDEX_CHARS}))"
 
-ADD_VECTOR_COLUMN = (
+
+def vector_of(text: str) -> str:
+    """The SQL of ``text``'s vector (a column or ``NEW.content``): one spelling for all uses."""
+    return f"to_tsvector('simple', LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}))"
+
+
+VECTOR_EXPRESSION = vector_of("content")
+
+ADD_VECTOR_COLUMN = f"ALTER TABLE messages ADD COLUMN IF NOT EXISTS {VECTOR_COLUMN} tsvector"
+"""A nullable column with no default: the server records it without touching a row."""
+GENERATED_VECTOR_COLUMN = (
     f"ALTER TABLE messages ADD COLUMN IF NOT EXISTS {VECTOR_COLUMN} tsvector "
     f"GENERATED ALWAYS AS ({VECTOR_EXPRESSION}) STORED"
 )
+"""The column as revision 0014 first made it (tests rebuild such a deployment with it)."""
+DROP_VECTOR_EXPRESSION = f"ALTER TABLE messages ALTER COLUMN {VECTOR_COLUMN} DROP EXPRESSION"
+"""Turn a generated column into a plain one keeping its values (revision 0020): no rewrite."""
+IS_GENERATED = (
+    "SELECT attgenerated = 's' FROM pg_attribute "
+    f"WHERE attrelid = 'messages'::regclass AND attname = '{VECTOR_COLUMN}' AND NOT attisdropped"
+)
+
+VECTOR_FUNCTION = "messages_content_tsv"
+VECTOR_TRIGGER = "messages_content_tsv"
+VECTOR_FUNCTION_DDL = (
+    f"CREATE OR REPLACE FUNCTION {VECTOR_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    f"BEGIN NEW.{VECTOR_COLUMN} := {vector_of('NEW.content')}; "
+    "RETURN NEW; END $$"
+)
+VECTOR_TRIGGER_DDL = (
+    f"CREATE TRIGGER {VECTOR_TRIGGER} BEFORE INSERT OR UPDATE OF content ON messages "
+    f"FOR EACH ROW EXECUTE FUNCTION {VECTOR_FUNCTION}()"
+)
+"""Every insert, and every update that names ``content``, gets the vector of its text."""
+HAS_VECTOR_TRIGGER = (
+    "SELECT EXISTS (SELECT 1 FROM pg_trigger "
+    f"WHERE tgrelid = 'messages'::regclass AND tgname = '{VECTOR_TRIGGER}')"
+)
+DROP_VECTOR_TRIGGER = f"DROP TRIGGER IF EXISTS {VECTOR_TRIGGER} ON messages"
+DROP_VECTOR_FUNCTION = f"DROP FUNCTION IF EXISTS {VECTOR_FUNCTION}()"
 DROP_VECTOR_COLUMN = f"ALTER TABLE messages DROP COLUMN IF EXISTS {VECTOR_COLUMN}"
 
 WORD_INDEX = "idx_messages_fts"
 WORD_INDEX_DDL = f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({VECTOR_COLUMN})"
 """The index on the stored column (head)."""
+NEW_WORD_INDEX = f"{WORD_INDEX}_vectors"
+"""The name the index on the column is built under while the old expression index serves."""
 EXPRESSION_INDEX_DDL = f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({VECTOR_EXPRESSION})"
 """Revision 0001's index on the expression, which a downgrade below 0014 puts back."""
 

@@ -1,0 +1,70 @@
+"""Fill ``messages.content_tsv`` and build its indexes on a populated table, appends unblocked.
+
+Revision 0014 on a table that already holds messages: its vectors are
+written by ``UPDATE``s of one range of ids at a time, each committed on its
+own, so a writer's ``INSERT`` never waits for them (row locks are taken on
+the rows of the range only, and appends are new rows); the indexes are built
+``CONCURRENTLY``, which takes no lock an ``INSERT`` waits for. Every step can
+be run again: a range fills only the rows still without a vector, and an
+index left invalid by a failed concurrent build is dropped and built again.
+Each function here runs on a connection in autocommit mode (see revision 0014).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, vector_of
+
+FILL_BATCH = 20_000
+"""Ids per ``UPDATE``: enough to amortise a statement, few enough that its row locks are brief."""
+
+
+def fill_vectors(connection: Connection, batch: int = FILL_BATCH) -> int:
+    """Give every message without a vector its vector, one committed range of ids at a time.
+
+    The range ends at the highest id present when the fill starts: rows
+    appended later were given theirs by the trigger. Returns the rows filled.
+    """
+    low, high = connection.execute(text("SELECT min(id), max(id) FROM messages")).one()
+    filled = 0
+    if low is None:
+        return filled
+    start = int(low)
+    while start <= int(high):
+        done = connection.execute(
+            text(
+                f"UPDATE messages SET {VECTOR_COLUMN} = {vector_of('content')} "
+                f"WHERE id BETWEEN :a AND :b AND {VECTOR_COLUMN} IS NULL"
+            ),
+            {"a": start, "b": start + batch - 1},
+        )
+        filled += max(done.rowcount, 0)
+        start += batch
+    return filled
+
+
+def build_concurrently(connection: Connection, name: str, definition: str) -> None:
+    """``CREATE INDEX CONCURRENTLY name ...definition``, first dropping a failed build's leftover.
+
+    ``definition`` is what follows the index name (``ON table USING ...``). A
+    valid index of that name is kept as it is.
+    """
+    valid = connection.execute(
+        text(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relname = :name AND c.relnamespace = current_schema()::regnamespace"
+        ),
+        {"name": name},
+    ).scalar()
+    if valid:
+        return
+    if valid is not None:
+        connection.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+    connection.execute(text(f"CREATE INDEX CONCURRENTLY {name} {definition}"))
+
+
+def drop_concurrently(connection: Connection, name: str) -> None:
+    """Drop an index without the exclusive table lock a plain ``DROP INDEX`` takes."""
+    connection.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
