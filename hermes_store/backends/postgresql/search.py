@@ -269,8 +269,6 @@ def pair_statement(
 
 SCAN_WALK_ROWS_PER_HIT = 50
 """A substring scan first looks for its page among this many newest rows a hit of it."""
-SCAN_WALK_FILTERED_ROWS_PER_HIT = 400
-"""With filters, the walk reads at most this many rows a hit to find the rows they pass."""
 
 
 @lru_cache(maxsize=64)
@@ -282,12 +280,9 @@ def scan_statement(like_sql: str | None, sources: bool, excluded: bool, roles: b
     ``src/x.sql``) it read every candidate of the pg_trgm index, checked it
     and sorted them all to return the newest page. The statement first walks
     the primary key newest first, at most :data:`SCAN_WALK_ROWS_PER_HIT` rows a hit of the
-    page, testing each (``walked``): a pipelined walk that stops when the
-    page is full, so a common needle reads about a page's worth of rows. The
-    needle's test is the costly part (``ILIKE`` lower-cases the whole text),
-    so with filters the walk first keeps the rows they pass among at most
-    :data:`SCAN_WALK_FILTERED_ROWS_PER_HIT` newest rows a hit, and tests only
-    those. Only when the walk did
+    page, testing each
+    (``walked``): a pipelined walk that stops when the page is full, so a
+    common needle reads about a page's worth of rows. Only when the walk did
     not fill the page (a rare needle, or filters that pass few) does the
     portable statement run, gated by a one-time test; it then answers alone,
     so the hits are the same either way (the newest matches, newest first).
@@ -296,24 +291,18 @@ def scan_statement(like_sql: str | None, sources: bool, excluded: bool, roles: b
     plan (:mod:`.plans`).
     """
     portable = match_statement(None, like_sql, sources, excluded, roles)
-    filters, expanding = filter_sql(sources, excluded, roles, "f")
-    page = "(:p_limit + :p_offset)"
-    columns = "r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name"
-    newest = f"SELECT {columns} FROM messages r ORDER BY r.id DESC"
-    if filters:
-        newest = f"""SELECT {columns.replace("r.", "f.")} FROM (
-                    {newest} LIMIT {SCAN_WALK_FILTERED_ROWS_PER_HIT} * {page}
-                ) AS f
-                JOIN sessions s ON s.id = f.session_id
-                WHERE TRUE {filters}
-                ORDER BY f.id DESC"""
+    filters, expanding = filter_sql(sources, excluded, roles)
     sql = f"""{CUSTOM_PLAN}
         WITH walked AS MATERIALIZED (
             SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
                    s.source, s.model, s.started_at AS session_started
-            FROM ({newest} LIMIT {SCAN_WALK_ROWS_PER_HIT} * {page}) AS m
+            FROM (
+                SELECT r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name
+                FROM messages r ORDER BY r.id DESC
+                LIMIT {SCAN_WALK_ROWS_PER_HIT} * (:p_limit + :p_offset)
+            ) AS m
             JOIN sessions s ON s.id = m.session_id
-            WHERE {like_sql}
+            WHERE {like_sql} {filters}
             ORDER BY m.id DESC
             LIMIT :p_limit + :p_offset
         ), whole AS (
