@@ -267,7 +267,7 @@ def pair_statement(
     return text(sql).bindparams(*expanding)
 
 
-SCAN_WALK_ROWS_PER_HIT = 50
+SCAN_WALK_ROWS_PER_HIT = 1000
 """A substring scan first looks for its page among this many newest rows a hit of it."""
 
 
