@@ -267,57 +267,17 @@ def pair_statement(
     return text(sql).bindparams(*expanding)
 
 
-SCAN_WALK_ROWS_PER_HIT = 1000
-"""A substring scan first looks for its page among this many newest rows a hit of it."""
-
-
 @lru_cache(maxsize=64)
 def scan_statement(like_sql: str | None, sources: bool, excluded: bool, roles: bool) -> TextClause:
-    """The portable substring scan (SQLite's :func:`match_statement`), after a bounded walk.
+    """The portable substring scan (SQLite's :func:`match_statement`), planned for its needles.
 
-    The planner cannot know how many rows a needle matches, so for a term in
-    every few dozen messages (a file name PostgreSQL's parser keeps whole,
-    ``src/x.sql``) it read every candidate of the pg_trgm index, checked it
-    and sorted them all to return the newest page. The statement first walks
-    the primary key newest first, at most :data:`SCAN_WALK_ROWS_PER_HIT` rows a hit of the
-    page, testing each
-    (``walked``): a pipelined walk that stops when the page is full, so a
-    common needle reads about a page's worth of rows. Only when the walk did
-    not fill the page (a rare needle, or filters that pass few) does the
-    portable statement run, gated by a one-time test; it then answers alone,
-    so the hits are the same either way (the newest matches, newest first).
-    Whether pg_trgm's index or a walk of the primary key is cheaper for that
-    fallback depends on the needle, so the statement is never given a generic
-    plan (:mod:`.plans`).
+    Whether pg_trgm's index or a walk of the primary key is cheaper depends on
+    the needle, so the statement is never given a generic plan
+    (:mod:`.plans`).
     """
     portable = match_statement(None, like_sql, sources, excluded, roles)
-    filters, expanding = filter_sql(sources, excluded, roles)
-    sql = f"""{CUSTOM_PLAN}
-        WITH walked AS MATERIALIZED (
-            SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
-                   s.source, s.model, s.started_at AS session_started
-            FROM (
-                SELECT r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name
-                FROM messages r ORDER BY r.id DESC
-                LIMIT {SCAN_WALK_ROWS_PER_HIT} * (:p_limit + :p_offset)
-            ) AS m
-            JOIN sessions s ON s.id = m.session_id
-            WHERE {like_sql} {filters}
-            ORDER BY m.id DESC
-            LIMIT :p_limit + :p_offset
-        ), whole AS (
-            SELECT COUNT(*) = :p_limit + :p_offset AS found FROM walked
-        )
-        SELECT page.* FROM (
-            (SELECT w.* FROM walked w WHERE (SELECT found FROM whole)
-             ORDER BY w.id DESC LIMIT :p_limit OFFSET :p_offset)
-            UNION ALL
-            (SELECT full_scan.* FROM ({portable.text}) AS full_scan
-             WHERE NOT (SELECT found FROM whole))
-        ) AS page
-        ORDER BY page.id DESC
-    """
-    return text(sql).bindparams(*expanding)
+    _, expanding = filter_sql(sources, excluded, roles)
+    return text(CUSTOM_PLAN + portable.text).bindparams(*expanding)
 
 
 @lru_cache(maxsize=4)
