@@ -35,6 +35,7 @@ class Record:
     session: dict[str, Any]
     messages: list[dict[str, Any]]
     message_ids: list[int] | None  # the file's ids, when every message has a distinct one
+    flags: dict[str, bool] = field(default_factory=dict)  # archived/pinned, where exported
 
 
 def _column_value(column: Any, label: str, value: Any) -> Any:
@@ -93,6 +94,7 @@ def parse_line(raw: bytes, line: int) -> Record | None:
             if column.name == "model_config" and value is not None and not isinstance(value, str):
                 value = json.dumps(value, ensure_ascii=False)
             session[column.name] = _column_value(column, column.name, value)
+        flags = {name: _flag(name, obj[name]) for name in ("archived", "pinned") if name in obj}
         raw_messages = obj.get("messages", [])
         if not isinstance(raw_messages, list):
             raise InvalidInputError(f"messages must be a list, got {type(raw_messages).__name__}")
@@ -129,7 +131,15 @@ def parse_line(raw: bytes, line: int) -> Record | None:
         session=session,
         messages=[messages[i] for i in order],
         message_ids=[ids[i] for i in order] if keep_ids else None,
+        flags=flags,
     )
+
+
+def _flag(name: str, value: Any) -> bool:
+    """An exported ``archived``/``pinned``: 0 or 1 (as stored), or a bool."""
+    if value in (0, 1) and not isinstance(value, float):
+        return bool(value)
+    raise InvalidInputError(f"{name} must be 0 or 1, got {value!r}")
 
 
 def records(path: Path) -> Iterator[Record]:
@@ -189,8 +199,27 @@ def import_one(uow: UnitOfWork, record: Record, result: ImportResult) -> None:
     elif rows:
         result.renumbered += 1
     insert_rows(uow.connection, uow.layout, rows)
+    _restore_flags(uow, session_id, record, result)
     result.sessions += 1
     result.messages += len(rows)
+
+
+def _restore_flags(uow: UnitOfWork, session_id: str, record: Record, result: ImportResult) -> None:
+    """The session's archived/pinned state as exported, where this store's file has the flags."""
+    if not any(record.flags.values()):
+        return  # unset flags are the columns' default (or absent on an old file)
+    if not uow.layout.keeps_flags:
+        set_flags = " and ".join(name for name, value in record.flags.items() if value)
+        result.warnings.append(
+            f"line {record.line}: session {session_id} was {set_flags} in the export; "
+            "this store's file has no archived/pinned columns, so it is imported without"
+        )
+        return
+    uow.keeping.restore_flags(
+        session_id,
+        archived=record.flags.get("archived", False),
+        pinned=record.flags.get("pinned", False),
+    )
 
 
 def link_parents(uow: UnitOfWork, result: ImportResult) -> None:

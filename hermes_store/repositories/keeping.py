@@ -65,6 +65,9 @@ down(id, depth) AS (
 _CHAIN_PARAMS = (bindparam("p_id", type_=Text), bindparam("p_max_steps", type_=Integer))
 _EXISTS = text("SELECT 1 FROM sessions WHERE id = :p_id")
 _FLAGS = text("SELECT archived, pinned FROM sessions WHERE id = :p_id")
+_RESTORE_FLAGS = text(
+    "UPDATE sessions SET archived = :p_archived, pinned = :p_pinned WHERE id = :p_id"
+)
 _FLAGS_OF = text("SELECT id, archived, pinned FROM sessions WHERE id IN :p_ids").bindparams(
     bindparam("p_ids", expanding=True)
 )
@@ -183,6 +186,19 @@ class KeepingRepository:
             raise SessionNotFoundError(session_id)
         params = {"p_id": session_id, "p_max_steps": MAX_CHAIN_STEPS, "p_value": int(value)}
         return int(self._c.execute(_set_flag(flag), params).rowcount)
+
+    def restore_flags(self, session_id: str, *, archived: bool, pinned: bool) -> bool:
+        """Put back one session's flags as an export holds them (an import); False if unknown.
+
+        Only this session: an export lists each session of a chain with its own
+        flags, so an import restores rows, not the chain rule of :meth:`set_archived`.
+        """
+        text_arg("session_id", session_id, non_empty=True)
+        archived = bool_arg("archived", archived)
+        pinned = bool_arg("pinned", pinned)
+        self._require_flags("restore archived/pinned")
+        params = {"p_id": session_id, "p_archived": int(archived), "p_pinned": int(pinned)}
+        return bool(self._c.execute(_RESTORE_FLAGS, params).rowcount)
 
     def set_archived(self, session_id: str, archived: bool = True) -> int:
         """Archive (or restore) the session's whole compression chain; how many changed."""

@@ -400,6 +400,31 @@ def test_export_import_round_trip_into_a_fresh_file(cli: Run, store: Path, tmp_p
         assert [hit["session_id"] for hit in new.search_messages("chat-send")] == ["root"]
 
 
+def test_export_import_keeps_archived_and_pinned(cli: Run, store: Path, tmp_path: Path) -> None:
+    """The flags travel with their sessions: each row as exported, not its chain's rule."""
+    dump, fresh = tmp_path / "all.jsonl", tmp_path / "fresh.db"
+    with SessionDB(store) as db:
+        db.set_session_archived("other", True)
+        db.set_session_pinned("recent", True)
+        exported = {r["id"]: (r["archived"], r["pinned"]) for r in db.iter_export()}
+    ok(cli("export", "--db", str(store), "--out", str(dump)))
+    ok(cli("import", str(dump), "--db", str(fresh)))
+    with SessionDB(fresh) as db:
+        imported = {r["id"]: (r["archived"], r["pinned"]) for r in db.iter_export()}
+        assert [row["id"] for row in db.list_sessions_rich(include_archived=True)] != []
+        assert "other" not in {row["id"] for row in db.list_sessions_rich(limit=50)}
+    assert imported == exported and exported["other"] == (1, 0) and exported["recent"] == (0, 1)
+
+    bad = tmp_path / "bad.jsonl"
+    record = json.loads(dump.read_text().splitlines()[0])
+    bad.write_text(json.dumps({**record, "id": "flagged", "title": None, "archived": 2}) + "\n")
+    refused = cli("import", str(bad), "--db", str(fresh))
+    assert refused.returncode != 0 and "archived must be 0 or 1" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    with SessionDB(fresh) as db:
+        assert db.get_session("flagged") is None
+
+
 def test_import_twice_skips_present_sessions_without_duplicating_messages(
     cli: Run, store: Path, tmp_path: Path
 ) -> None:
