@@ -381,12 +381,8 @@ def _begin_immediate(
             attempts += 1
             now = time.monotonic()
             if now >= deadline:
-                raise StoreLockedError(
-                    database, now - started, attempts, tuple(pauses)
-                ) from error
-            pause = min(
-                random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now
-            )
+                raise StoreLockedError(database, now - started, attempts, tuple(pauses)) from error
+            pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
             pauses.append(pause)
             time.sleep(pause)
             left_ms = max(0, int((deadline - time.monotonic()) * 1000))
