@@ -319,9 +319,9 @@ class SessionDB:
         the other callers' appends (:meth:`MessageRepository.append_checked
         <hermes_store.repositories.messages.MessageRepository.append_checked>`).
         """
-        return self.append(
-            session_id,
-            MessageIn(
+        shared = self._store.shared
+        if shared is not None and shared.has_company:
+            message = MessageIn(
                 role,
                 content,
                 tool_name,
@@ -332,8 +332,23 @@ class SessionDB:
                 reasoning,
                 reasoning_details,
                 codex_reasoning_items,
-            ),
-        )
+            )
+            return self._store.transact(append_work(session_id, message))
+        # The common case: the fields go straight to the repository's checks, as
+        # the mapping ``MessageIn.fields`` would give, without building the record.
+        fields = {
+            "role": role,
+            "content": content,
+            "tool_name": tool_name,
+            "tool_calls": tool_calls,
+            "tool_call_id": tool_call_id,
+            "token_count": token_count,
+            "finish_reason": finish_reason,
+            "reasoning": reasoning,
+            "reasoning_details": reasoning_details,
+            "codex_reasoning_items": codex_reasoning_items,
+        }
+        return self._store.transact(lambda uow: uow.messages.append_fields(session_id, fields))
 
     def append(self, session_id: str, message: MessageIn) -> int:
         """:meth:`append_message` for a message already built as a :class:`MessageIn`."""

@@ -135,7 +135,14 @@ class Prepared:
         form = self._sqlite or self._compile_sqlite(connection.dialect)
         if form.fixed:
             params = {**form.fixed, **params}
-        return self._execute_sqlite(connection, form, form.values(params))
+        values = form.values(params)
+        if form.processors:
+            return self._execute_sqlite(connection, form, values)
+        # The common case inline: no processor, one call to the driver.
+        try:
+            return _driver_of(connection).execute(form.sql, values)
+        except connection.dialect.loaded_dbapi.Error as error:  # looked up only on a failure
+            raise driver_error(connection.dialect, form.sql, values, error) from error
 
     @staticmethod
     def _execute_sqlite(
@@ -145,10 +152,9 @@ class Prepared:
             values = list(values)
             for position, process in form.processors:
                 values[position] = process(values[position])
-        dbapi_connection = cast(sqlite3.Connection, connection.connection.driver_connection)
         try:
-            return dbapi_connection.execute(form.sql, values)
-        except connection.dialect.loaded_dbapi.Error as error:
+            return _driver_of(connection).execute(form.sql, values)
+        except connection.dialect.loaded_dbapi.Error as error:  # looked up only on a failure
             raise driver_error(connection.dialect, form.sql, values, error) from error
 
     def _compile_sqlite(self, dialect: Dialect) -> _SqliteForm:
@@ -174,6 +180,17 @@ class Prepared:
         }
         self._sqlite = _SqliteForm(compiled.string, _picker(names), processors, fixed)
         return self._sqlite
+
+
+def _driver_of(connection: Connection) -> sqlite3.Connection:
+    """The sqlite3 connection under ``connection``, reconnecting it if it was invalidated.
+
+    The pool's ``dbapi_connection`` is the driver's own connection for
+    sqlite3 (only async drivers wrap it), so this is one property of
+    SQLAlchemy's (which reconnects an invalidated connection) instead of the
+    three that ``driver_connection`` goes through on every statement.
+    """
+    return cast(sqlite3.Connection, connection.connection.dbapi_connection)
 
 
 def driver_error(

@@ -229,12 +229,22 @@ class MessageRepository:
         ``tool_calls`` (a list of calls, counted one each), ``reasoning_details``
         and ``codex_reasoning_items`` take any JSON-serializable value.
         """
-        text_arg("session_id", session_id)
         if not isinstance(message, MessageIn):
             raise InvalidInputError(f"message must be a MessageIn, got {type(message).__name__}")
-        row = message_row(session_id, message.fields(), self._clock())
-        self._admit((session_id,))
-        if not self._sessions.bump_counters(session_id, 1, tool_call_total(message.tool_calls)):
+        return self.append_fields(session_id, message.fields())
+
+    def append_fields(self, session_id: str, fields: Mapping[str, Any]) -> int:
+        """:meth:`append` for the message's fields as a mapping (:meth:`MessageIn.fields`'s keys).
+
+        What ``SessionDB.append_message`` calls with its keyword arguments:
+        the same checks, without building a record only to take it apart.
+        """
+        if type(session_id) is not str or not session_id.isascii():
+            text_arg("session_id", session_id)
+        row = message_row(session_id, fields, self._clock())
+        if self._layout.compression_locks:
+            self._admit((session_id,))
+        if not self._sessions.bump_counters(session_id, 1, tool_call_total(fields["tool_calls"])):
             raise SessionNotFoundError(session_id)
         return self._insert(row)
 

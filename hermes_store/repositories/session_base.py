@@ -22,6 +22,7 @@ from sqlalchemy import (
     column,
     func,
     insert,
+    literal_column,
     table,
     text,
 )
@@ -65,10 +66,13 @@ def update_by_id() -> Any:
     return sql_update(S).where(S.c.id == param("id"))
 
 
+# The COALESCE's 0 is spelled into the SQL: as a bound literal it would be a
+# parameter merged into every call's mapping (see ``Prepared``'s fixed values).
 _BUMP_COUNTERS = Prepared(
     update_by_id().values(
-        message_count=func.coalesce(S.c.message_count, 0) + param("messages"),
-        tool_call_count=func.coalesce(S.c.tool_call_count, 0) + param("tool_calls"),
+        message_count=func.coalesce(S.c.message_count, literal_column("0")) + param("messages"),
+        tool_call_count=func.coalesce(S.c.tool_call_count, literal_column("0"))
+        + param("tool_calls"),
     )
 )
 

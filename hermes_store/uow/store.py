@@ -406,7 +406,9 @@ class Store:
         """
         if patience_s is not None:
             patience_s = number_arg("patience_s", patience_s, minimum=0.0)
-        patience_s = deadlines.cut(patience_s, deadlines.take())
+        deadline = deadlines.take()
+        if deadline is not None:
+            patience_s = deadlines.cut(patience_s, deadline)
         if self.shared is not None:
             return self.shared.run(work, patience_s)
 

@@ -174,9 +174,29 @@ class SqliteRules:
         if not write:
             dbapi_connection.execute("BEGIN")
             return
-        patience = self.policy.patience_s if patience_s is None else float(patience_s)
+        started = time.monotonic()
+        if patience_s is None:
+            # The policy's own patience, which the busy timeout already fits: the
+            # first attempt needs no timeout change, and a writer that gets the
+            # lock at once (nearly every one) none of the retry loop's set-up.
+            try:
+                dbapi_connection.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if not is_lock_error(error):
+                    raise
+                first: BaseException | None = error
+            patience = self.policy.patience_s
+        else:
+            patience, first = float(patience_s), None
         _begin_immediate(
-            dbapi_connection, self.policy, patience, self.database, self.busy_timeout_ms
+            dbapi_connection,
+            self.policy,
+            patience,
+            self.database,
+            self.busy_timeout_ms,
+            started=started,
+            failed_first=first,
         )
 
     def after_write_commit(self, dbapi_connection: sqlite3.Connection) -> None:
@@ -325,6 +345,9 @@ def _begin_immediate(
     patience_s: float,
     database: str,
     busy_timeout_ms: int,
+    *,
+    started: float,
+    failed_first: BaseException | None = None,
 ) -> None:
     """``BEGIN IMMEDIATE``, retried with jitter until ``patience_s`` is spent, and no longer.
 
@@ -332,8 +355,9 @@ def _begin_immediate(
     connection's ``busy_timeout_ms``) is cut to what is left of the patience
     whenever that is less, and set back after. Left whole, an attempt begun
     near the end would wait a full busy timeout past the patience.
+    ``failed_first`` is the lock error of an attempt already made at
+    ``started`` with the whole busy timeout (:meth:`SqliteRules.begin`).
     """
-    started = time.monotonic()
     deadline = started + patience_s
     attempts = 0
     pauses: list[float] = []
@@ -341,27 +365,27 @@ def _begin_immediate(
     left_ms = int(patience_s * 1000)
     try:
         while True:
-            if left_ms < busy_ms:
-                busy_ms = left_ms
-                dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            if failed_first is not None:
+                error, failed_first = failed_first, None
+            else:
+                if left_ms < busy_ms:
+                    busy_ms = left_ms
+                    dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+                try:
+                    dbapi_connection.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as failed:
+                    if not is_lock_error(failed):
+                        raise
+                    error = failed
             attempts += 1
-            try:
-                dbapi_connection.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as error:
-                if not is_lock_error(error):
-                    raise
-                now = time.monotonic()
-                if now >= deadline:
-                    raise StoreLockedError(
-                        database, now - started, attempts, tuple(pauses)
-                    ) from error
-                pause = min(
-                    random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now
-                )
-                pauses.append(pause)
-                time.sleep(pause)
-                left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            now = time.monotonic()
+            if now >= deadline:
+                raise StoreLockedError(database, now - started, attempts, tuple(pauses)) from error
+            pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
+            pauses.append(pause)
+            time.sleep(pause)
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
     finally:
         if busy_ms != busy_timeout_ms:
             dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")

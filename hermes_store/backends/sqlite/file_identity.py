@@ -86,7 +86,8 @@ class OpenedFiles:
             info = os.stat(self.path)
         except FileNotFoundError:
             return True
-        if (info.st_dev, info.st_ino) != self.database:
+        database = self.database
+        if database is None or info.st_ino != database[1] or info.st_dev != database[0]:
             return True
         if self.wal is None or self.shm is None:
             self.wal = self.wal or _identity(self.path + "-wal")

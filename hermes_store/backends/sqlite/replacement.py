@@ -70,6 +70,9 @@ class ReplacementWatch:
         replaced, or another user's file swapped in would be written by every
         thread that connects after the swap.
         """
+        adopted = self._adopted  # one attribute read: the lock only for the first connection
+        if adopted is not None:
+            return None if adopted.database == opened.database else adopted
         with self._lock:
             if self._adopted is None:
                 self._adopted = opened  # the store's first connection: the file it opened
