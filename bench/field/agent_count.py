@@ -1,10 +1,10 @@
-"""``python -m bench.agent_field [--corpus PATH]``: the count on the agent's files at field size.
+"""``python -m bench.field.agent_count [--corpus PATH]``: counts on the agent's files.
 
 Issue #32 asks that ``message_count()`` on the agent's own files stay within
 1.5x of the agent's store, measured at field size, where the count itself
 is the work and a unit of work's fixed cost is not. The field corpus
-(:mod:`bench.field_corpus`, our head layout) is poured into an empty file of
-the agent's layout v10 and v25 (:func:`bench.agent_layouts.agent_template`)
+(:mod:`bench.field.corpus`, our head layout) is poured into an empty file of
+the agent's layout v10 and v25 (:func:`bench.micro.agent_layouts.agent_template`)
 with plain SQL -- ``ATTACH`` and ``INSERT ... SELECT`` of the columns both
 have, with the agent's message triggers dropped during the fill and put back
 from their own stored SQL after it. The agent's full-text indexes are
@@ -14,7 +14,7 @@ At v25 one message in ten is inactive (rewound), as in the small rows.
 
 Each side then counts on its own copy of the filled file, interleaved: the
 store's ``SessionDB.message_count()`` against the agent's ``SELECT COUNT(*)
-FROM messages`` on one open connection (:class:`bench.agent_plain.AgentPlainDB`).
+FROM messages`` on one open connection (:class:`bench.micro.agent_plain.AgentPlainDB`).
 The table prints medians, 95th percentiles, the CPU ratio and the load.
 """
 
@@ -28,11 +28,10 @@ import sys
 import time
 from pathlib import Path
 
+from bench.field.corpus import WORK
+from bench.micro.agent_layouts import agent_template
+from bench.micro.agent_plain import AgentPlainDB
 from hermes_store.backends.sqlite.library import driver as sqlite3
-
-from .agent_layouts import agent_template
-from .agent_plain import AgentPlainDB
-from .field_corpus import WORK
 
 VERSIONS = (10, 25)
 
@@ -133,14 +132,14 @@ def _default_corpus() -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.agent_field")
+    parser = argparse.ArgumentParser(prog="python -m bench.field.agent_count")
     parser.add_argument("--corpus", type=Path, help="a field corpus file (default: the largest)")
     parser.add_argument("--reps", type=int, default=15, help="interleaved rounds")
     parser.add_argument("--calls", type=int, default=5, help="counts per side per round")
     args = parser.parse_args(argv)
     corpus = args.corpus or _default_corpus()
     if corpus is None or not corpus.exists():
-        print("no field corpus: run 'python -m bench.field_corpus' first", file=sys.stderr)
+        print("no field corpus: run 'python -m bench.field.corpus' first", file=sys.stderr)
         return 1
     WORK.mkdir(parents=True, exist_ok=True)
     print(

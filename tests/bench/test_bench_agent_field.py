@@ -1,6 +1,6 @@
 """The field-size count row pours a corpus into the agent's layouts whole, triggers and all.
 
-``bench.agent_field`` measures ``message_count()`` on agent-layout files
+``bench.field.agent_count`` measures ``message_count()`` on agent-layout files
 filled from the field corpus with plain SQL; a fill that lost rows, kept
 the agent's triggers dropped, or left a layout the store reads as another
 would measure the wrong file. Here the corpus is a small file of ours.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent_field import fill, measure
-from bench.agent_layouts import agent_template
+from bench.field.agent_count import fill, measure
+from bench.micro.agent_layouts import agent_template
 from hermes_store import SessionDB
 from hermes_store.backends.sqlite.library import driver as sqlite3
 
