@@ -50,10 +50,14 @@ from hermes_store.repositories.session_pruning import (
 from hermes_store.repositories.session_titles import SessionTitles
 from hermes_store.repositories.session_usage import SessionUsage
 
-_COUNT_ARCHIVED = sourced(
-    "SELECT COUNT(*) FROM sessions WHERE archived <> 0 "
-    "AND (:p_source IS NULL OR source = :p_source)"
+_COUNT_LIVE = Prepared(
+    sourced(
+        "SELECT (SELECT COUNT(*) FROM sessions WHERE (:p_source IS NULL OR source = :p_source))"
+        " - (SELECT COUNT(*) FROM sessions WHERE archived <> 0"
+        " AND (:p_source IS NULL OR source = :p_source))"
+    )
 )
+"""Sessions not archived: the whole count less the archived ones, in one statement."""
 _AT_LEAST = sourced(
     "SELECT COUNT(*) FROM (SELECT 1 FROM sessions "
     "WHERE (:p_source IS NULL OR source = :p_source) LIMIT :p_n) found"
@@ -442,10 +446,9 @@ class SessionRepository(SessionTitles, SessionUsage, SessionPruning):
         """
         text_arg("source", source, optional=True)
         include_archived = bool_arg("include_archived", include_archived)
-        total = int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
         if include_archived or not self._layout.keeps_flags:
-            return total
-        return total - int(self._c.execute(_COUNT_ARCHIVED, {"p_source": source}).scalar_one())
+            return int(self._c.execute(self._r.count, {"p_source": source}).scalar_one())
+        return int(_COUNT_LIVE.scalar(self._c, {"p_source": source}))
 
     def count_at_least(
         self, n: int, source: str | None = None, include_archived: bool = False
