@@ -14,6 +14,7 @@ and Chinese), the file's FTS indexes whole (``integrity-check`` with
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -530,9 +531,19 @@ def test_shared_commits_combine_appends_on_a_file_the_agent_made(
                 target = "ours" if n % 2 else "up_other"
                 db.append_message(target, "user", f"zeppelin {n}:{k} 服务端", tool_calls=[{"n": n}])
 
+        # Another program holds the write lock while the writers start, so their
+        # appends queue behind one leader and share its transaction: the test does
+        # not depend on how fast an append is.
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
         threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
-        for thread in threads:
-            thread.start()
+        try:
+            for thread in threads:
+                thread.start()
+            time.sleep(0.5)
+        finally:
+            blocker.execute("COMMIT")
+            blocker.close()
         for thread in threads:
             thread.join(60)
         assert shared.calls - calls_before == 30
