@@ -319,23 +319,6 @@ class SessionDB:
         the other callers' appends (:meth:`MessageRepository.append_checked
         <hermes_store.repositories.messages.MessageRepository.append_checked>`).
         """
-        shared = self._store.shared
-        if shared is not None and shared.has_company:
-            message = MessageIn(
-                role,
-                content,
-                tool_name,
-                tool_calls,
-                tool_call_id,
-                token_count,
-                finish_reason,
-                reasoning,
-                reasoning_details,
-                codex_reasoning_items,
-            )
-            return self._store.transact(append_work(session_id, message))
-        # The common case: the fields go straight to the repository's checks, as
-        # the mapping ``MessageIn.fields`` would give, without building the record.
         fields = {
             "role": role,
             "content": content,
@@ -348,6 +331,11 @@ class SessionDB:
             "reasoning_details": reasoning_details,
             "codex_reasoning_items": codex_reasoning_items,
         }
+        shared = self._store.shared
+        if shared is not None and shared.has_company:
+            return self._store.transact(append_work(session_id, MessageIn(**fields)))
+        # The common case: the fields go straight to the repository's checks, as
+        # the mapping ``MessageIn.fields`` would give, without building the record.
         return self._store.transact(lambda uow: uow.messages.append_fields(session_id, fields))
 
     def append(self, session_id: str, message: MessageIn) -> int:
