@@ -244,23 +244,39 @@ def pair_statement(
     behind ``OFFSET 0``, so the ``ILIKE`` cannot be handed to pg_trgm's index
     instead: the planner underestimates how many rows that index leaves to
     recheck for two needles, where the pairs bound the walk.
+
+    The filters are tested inside that fence, so before the ``ILIKE``
+    (outside it the planner tests the costlier needle first, whichever order
+    the SQL writes): the role as the candidate's row is read, then the
+    source by a probe of ``sessions`` for the rows whose role passed, and
+    the needles read and fold the text of only the rows the filters pass.
+    Unfiltered by source, ``sessions`` is joined after the ``ILIKE``: one
+    probe a hit, not one a candidate.
     """
-    filters, expanding = filter_sql(sources, excluded, roles)
+    filters, expanding = filter_sql(sources, excluded, roles, "r")
     if anchors == 1:
         candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram = :p_gram0"
     else:
         grams = ", ".join(f":p_gram{n}" for n in range(anchors))
         candidates = f"SELECT DISTINCT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
+    row = "r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name"
+    session = "s.source, s.model, s.started_at AS session_started"
+    if sources or excluded:
+        inner = f"{row}, {session} FROM messages r JOIN sessions s ON s.id = r.session_id"
+        picked, outer = "m.source, m.model, m.session_started", ""
+    else:
+        inner, picked = f"{row} FROM messages r", session
+        outer = "JOIN sessions s ON s.id = m.session_id"
     sql = f"""{CUSTOM_PLAN}
         SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
-               s.source, s.model, s.started_at AS session_started
+               {picked}
         FROM ({candidates}) AS g
         CROSS JOIN LATERAL (
-            SELECT r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name
-            FROM messages r WHERE r.id = g.message_id OFFSET 0
+            SELECT {inner}
+            WHERE r.id = g.message_id {filters} OFFSET 0
         ) AS m
-        JOIN sessions s ON s.id = m.session_id
-        WHERE {like_sql} {filters}
+        {outer}
+        WHERE {like_sql}
         ORDER BY g.message_id DESC
         LIMIT :p_limit OFFSET :p_offset
     """
