@@ -205,17 +205,49 @@ def read_window(
     """
     filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
     if nth is None:
-        statement, window = last_window_statement(*filters), None
-    else:
-        window = nth + 1
-        if PHRASE in params["p_query"]:
-            walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
-            rows = connection.execute(word_statement(*filters, walk=True), walked)
-            page, low = _page(rows.mappings().all())
-            if low is not None:  # the window was found whole among the walked rows
-                return page, low
+        return _last_window(connection, last_window_statement(*filters), params)
+    window = nth + 1
+    if PHRASE in params["p_query"]:
+        walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
+        rows = connection.execute(word_statement(*filters, walk=True), walked)
+        page, low = _page(rows.mappings().all())
+        if low is not None:  # the window was found whole among the walked rows
+            return page, low
     rows = connection.execute(statement, {**params, "p_window": window})
     return _page(rows.mappings().all())
+
+
+LAST_WINDOW_WORK_MEM = "32MB"
+"""``work_mem`` while :func:`last_window_statement` runs (and only then).
+
+The last window intersects the word index's bitmap with ``idx_messages_role``'s;
+with the server's default the role's bitmap of a large store no longer fits,
+turns lossy (whole pages), and every match on those pages, of any role, has
+its stored vector read and its positions checked (docs/design/search.md, "What
+still misses at a million messages"). A bitmap takes only the memory it
+needs, so a small window costs no more.
+"""
+
+
+def _last_window(
+    connection: Connection, statement: TextClause, params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int | None]:
+    """:func:`last_window_statement` run with :data:`LAST_WINDOW_WORK_MEM`, then the old value back.
+
+    ``set_config(..., true)`` is local to the transaction (nothing is left on a
+    pooled connection), and the old value is put back after the statement so
+    the search's other statements run as they did.
+    """
+    was = connection.execute(_WORK_MEM, {"p_mem": LAST_WINDOW_WORK_MEM}).scalar()
+    rows = connection.execute(statement, {**params, "p_window": None}).mappings().all()
+    connection.execute(_WORK_MEM_BACK, {"p_mem": was})
+    return _page(rows)
+
+
+_WORK_MEM = text(
+    "SELECT current_setting('work_mem') AS was, set_config('work_mem', :p_mem, true) AS now"
+)
+_WORK_MEM_BACK = text("SELECT set_config('work_mem', :p_mem, true)")
 
 
 def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
