@@ -4,11 +4,13 @@ The pair route tests the role and the source before the needles (inside the
 candidates' fence) and the last rank window runs with its own ``work_mem``:
 both change only how the rows are found, so every filter combination must
 give SQLite's hits, on a store where the needles, roles and sources cross.
+The ``work_mem`` of the last window is set inside its transaction, so it must
+also hold, and be gone after, through PgBouncer's transaction pooling.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +49,13 @@ def fill(db: SessionDB) -> None:
 
 
 @pytest.fixture
-def stores(pg_url: URL, tmp_path: Path) -> Iterator[tuple[SessionDB, SessionDB]]:
+def stores(
+    pg_url: URL, pg_route: Callable[[URL], URL], tmp_path: Path
+) -> Iterator[tuple[SessionDB, SessionDB]]:
+    """SQLite and PostgreSQL, the latter straight or through PgBouncer (transaction pooling)."""
     with (
         SessionDB(tmp_path / "state.db") as lite,
-        SessionDB(pg_url.render_as_string(hide_password=False)) as pg,
+        SessionDB(pg_route(pg_url).render_as_string(hide_password=False)) as pg,
     ):
         fill(lite)
         fill(pg)
