@@ -67,8 +67,9 @@ def test_every_filter_finds_what_sqlite_finds(
     stores: tuple[SessionDB, SessionDB], query: str
 ) -> None:
     lite, pg = stores
+    pages: list[dict[str, Any]] = [{"limit": 5}, {"limit": 5, "offset": 5}, {"limit": 200}]
     for filters in FILTERS:
-        for page in ({"limit": 5}, {"limit": 5, "offset": 5}, {"limit": 200}):
+        for page in pages:
             want = {h["id"] for h in lite.search_messages(query, **filters, **page)}
             got = {h["id"] for h in pg.search_messages(query, **filters, **page)}
             assert got == want, (query, filters, page)
@@ -80,9 +81,9 @@ def test_the_last_window_runs_with_its_work_mem_and_puts_it_back(
 ) -> None:
     _, pg = stores
     statement = last_window_statement(False, False, True)
-    params = {"p_query": tsquery_text(["docker"]), "p_high": 2**63 - 1, "p_limit": 20}
-    params["p_roles"] = ["user"]
-    seen: list[str] = []
+    params: dict[str, Any] = {"p_query": tsquery_text(["docker"]), "p_high": 2**63 - 1}
+    params.update(p_limit=20, p_roles=["user"])
+    seen: list[Any] = []
     with pg.store.engine.connect() as connection:
         before = connection.exec_driver_sql("SHOW work_mem").scalar()
         plain = connection.execute(statement, {**params, "p_window": None}).mappings().all()
