@@ -205,17 +205,49 @@ def read_window(
     """
     filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
     if nth is None:
-        statement, window = last_window_statement(*filters), None
-    else:
-        window = nth + 1
-        if PHRASE in params["p_query"]:
-            walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
-            rows = connection.execute(word_statement(*filters, walk=True), walked)
-            page, low = _page(rows.mappings().all())
-            if low is not None:  # the window was found whole among the walked rows
-                return page, low
+        return _last_window(connection, last_window_statement(*filters), params)
+    window = nth + 1
+    if PHRASE in params["p_query"]:
+        walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
+        rows = connection.execute(word_statement(*filters, walk=True), walked)
+        page, low = _page(rows.mappings().all())
+        if low is not None:  # the window was found whole among the walked rows
+            return page, low
     rows = connection.execute(statement, {**params, "p_window": window})
     return _page(rows.mappings().all())
+
+
+LAST_WINDOW_WORK_MEM = "32MB"
+"""``work_mem`` while :func:`last_window_statement` runs (and only then).
+
+The last window intersects the word index's bitmap with ``idx_messages_role``'s;
+with the server's default the role's bitmap of a large store no longer fits,
+turns lossy (whole pages), and every match on those pages, of any role, has
+its stored vector read and its positions checked (docs/design/search.md, "What
+still misses at a million messages"). A bitmap takes only the memory it
+needs, so a small window costs no more.
+"""
+
+
+def _last_window(
+    connection: Connection, statement: TextClause, params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int | None]:
+    """:func:`last_window_statement` run with :data:`LAST_WINDOW_WORK_MEM`, then the old value back.
+
+    ``set_config(..., true)`` is local to the transaction (nothing is left on a
+    pooled connection), and the old value is put back after the statement so
+    the search's other statements run as they did.
+    """
+    was = connection.execute(_WORK_MEM, {"p_mem": LAST_WINDOW_WORK_MEM}).scalar()
+    rows = connection.execute(statement, {**params, "p_window": None}).mappings().all()
+    connection.execute(_WORK_MEM_BACK, {"p_mem": was})
+    return _page(rows)
+
+
+_WORK_MEM = text(
+    "SELECT current_setting('work_mem') AS was, set_config('work_mem', :p_mem, true) AS now"
+)
+_WORK_MEM_BACK = text("SELECT set_config('work_mem', :p_mem, true)")
 
 
 def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
@@ -244,23 +276,39 @@ def pair_statement(
     behind ``OFFSET 0``, so the ``ILIKE`` cannot be handed to pg_trgm's index
     instead: the planner underestimates how many rows that index leaves to
     recheck for two needles, where the pairs bound the walk.
+
+    The filters are tested inside that fence, so before the ``ILIKE``
+    (outside it the planner tests the costlier needle first, whichever order
+    the SQL writes): the role as the candidate's row is read, then the
+    source by a probe of ``sessions`` for the rows whose role passed, and
+    the needles read and fold the text of only the rows the filters pass.
+    Unfiltered by source, ``sessions`` is joined after the ``ILIKE``: one
+    probe a hit, not one a candidate.
     """
-    filters, expanding = filter_sql(sources, excluded, roles)
+    filters, expanding = filter_sql(sources, excluded, roles, "r")
     if anchors == 1:
         candidates = f"SELECT message_id FROM {PAIR_TABLE} WHERE gram = :p_gram0"
     else:
         grams = ", ".join(f":p_gram{n}" for n in range(anchors))
         candidates = f"SELECT DISTINCT message_id FROM {PAIR_TABLE} WHERE gram IN ({grams})"
+    row = "r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name"
+    session = "s.source, s.model, s.started_at AS session_started"
+    if sources or excluded:
+        inner = f"{row}, {session} FROM messages r JOIN sessions s ON s.id = r.session_id"
+        picked, outer = "m.source, m.model, m.session_started", ""
+    else:
+        inner, picked = f"{row} FROM messages r", session
+        outer = "JOIN sessions s ON s.id = m.session_id"
     sql = f"""{CUSTOM_PLAN}
         SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
-               s.source, s.model, s.started_at AS session_started
+               {picked}
         FROM ({candidates}) AS g
         CROSS JOIN LATERAL (
-            SELECT r.id, r.session_id, r.role, r.content, r.timestamp, r.tool_name
-            FROM messages r WHERE r.id = g.message_id OFFSET 0
+            SELECT {inner}
+            WHERE r.id = g.message_id {filters} OFFSET 0
         ) AS m
-        JOIN sessions s ON s.id = m.session_id
-        WHERE {like_sql} {filters}
+        {outer}
+        WHERE {like_sql}
         ORDER BY g.message_id DESC
         LIMIT :p_limit OFFSET :p_offset
     """
