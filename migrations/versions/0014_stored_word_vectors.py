@@ -48,16 +48,16 @@ from hermes_store.backends.postgresql.word_index import (
     DROP_VECTOR_FUNCTION,
     DROP_VECTOR_TRIGGER,
     EXPRESSION_INDEX_DDL,
+    GLUED_VECTOR_FUNCTION_DDL,
     HAS_VECTOR_TRIGGER,
     NEW_WORD_INDEX,
     ROLE_INDEX,
     ROLE_INDEX_DDL,
-    GLUED_VECTOR_FUNCTION_DDL,
     VECTOR_COLUMN,
     VECTOR_TRIGGER_DDL,
-    glued_vector_of,
     WORD_INDEX,
     WORD_INDEX_DDL,
+    glued_vector_of,
 )
 from hermes_store.schema.migration_ops import is_sqlite
 

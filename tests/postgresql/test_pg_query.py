@@ -25,7 +25,6 @@ from hermes_store.domain.query_syntax import (
     OPERATORS,
     query_items,
     sanitize_fts5_query,
-    wanted_terms,
 )
 from tests.conftest import pg_server_url
 from tests.search.test_search import HOSTILE_PIECES, SANITIZER_TABLE
@@ -252,10 +251,7 @@ def _assert_same_matches(
     }
     found = set(
         pg.execute(
-            text(
-                f"SELECT id FROM {corpus} "
-                f"WHERE {VECTOR_EXPRESSION} @@ to_tsquery('simple', :q)"
-            ),
+            text(f"SELECT id FROM {corpus} WHERE {VECTOR_EXPRESSION} @@ to_tsquery('simple', :q)"),
             {"q": translate(raw)},
         ).scalars()
     )

@@ -175,7 +175,7 @@ class PostgresqlHealth:
                 self._c.exec_driver_sql(ddl)
 
     def _restore_vectors(self) -> None:
-        """Put the vectors' trigger and its function back; give every message the vector of its text."""
+        """Put the vectors' trigger and function back; give every message its text's vector."""
         self._c.exec_driver_sql(VECTOR_FUNCTION_DDL)
         self._c.exec_driver_sql(DROP_VECTOR_TRIGGER)
         self._c.exec_driver_sql(VECTOR_TRIGGER_DDL)

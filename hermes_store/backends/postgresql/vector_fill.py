@@ -15,10 +15,10 @@ revision 0014).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-
-from collections.abc import Callable
 
 from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, vector_of
 
