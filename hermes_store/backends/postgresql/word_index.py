@@ -24,10 +24,10 @@ letter or a number. A word index that keeps the glued token cannot answer a
 search for a piece of it (``state``), nor the pieces of a path as FTS5 does,
 so such a search fell to the substring route. The vector is now made from the
 text with every ASCII punctuation character turned into a space first
-(:data:`CUT_CHARACTERS`, one ``translate``: no regular expression), so its
-lexemes are FTS5's tokens. The query side offers a punctuated word both whole
-and as its pieces (:mod:`.tsquery`); the pieces find it in the vector, the
-whole word lets ``ts_headline``, which parses the untouched text, mark it.
+(:data:`CUT_PATTERN`), so its lexemes are FTS5's tokens. The query side
+offers a punctuated word both whole and as its pieces (:mod:`.tsquery`): the
+pieces find it in the vector, the whole word lets ``ts_headline``, which
+parses the untouched text, mark it.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ WORD_INDEX_CHARS = 100_000
 VECTOR_COLUMN = "content_tsv"
 
 
-CUT_CHARACTERS = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
-"""Every ASCII punctuation character: where FTS5 cuts a word and PostgreSQL may glue one."""
+CUT_PATTERN = "[!-/:-@[-`{-~]"
+"""Every ASCII punctuation character, as a regular expression's class of four ranges.
 
-
-def _escaped_literal(value: str) -> str:
-    """``value`` as an ``E''`` literal whose text holds no ``%`` (a driver placeholder)."""
-    escaped = value.replace("\\", "\\\\").replace("'", "''").replace("%", "\\x25")
-    return "E'" + escaped + "'"
+Where FTS5 cuts a word and PostgreSQL may glue one. A class of code point
+ranges, not ``[[:punct:]]``, so what is cut does not depend on the server's
+locale; one ``regexp_replace`` rather than ``translate``, which tests every
+character of the text against every character of its list.
+"""
 
 
 def glued_vector_of(text: str) -> str:
@@ -62,8 +62,7 @@ def vector_of(text: str) -> str:
     lexemes are the pieces FTS5 indexes (see the module's notes).
     """
     cut = (
-        f"translate(LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}), "
-        f"{_escaped_literal(CUT_CHARACTERS)}, '{' ' * len(CUT_CHARACTERS)}')"
+        f"regexp_replace(LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}), '{CUT_PATTERN}', ' ', 'g')"
     )
     return f"to_tsvector('simple', {cut})"
 
