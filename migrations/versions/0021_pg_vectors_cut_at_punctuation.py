@@ -15,8 +15,12 @@ connection (:func:`hermes_store.backends.postgresql.vector_fill.rewrite_vectors`
 the machinery of revision 0014), only the rows whose vector changes being
 written; the GIN index takes the new entries as the rows are written. The
 revision is recorded when the rewrite is done; a run that failed part-way
-is finished by running it again. The downgrade puts the old function and
-vectors back the same way.
+is finished by running it again. ``ANALYZE`` then gives the planner the new
+words' statistics (it estimates a word's matches from them). The index is
+not rebuilt, and the old row versions are left to autovacuum: a ``VACUUM``
+beside the migration's open transaction could not remove them (see the
+design notes, "Search at field size"). The downgrade puts the old function
+and vectors back the same way.
 
 On SQLite this revision does nothing: FTS5 already cuts there.
 
@@ -73,9 +77,11 @@ def _give_vectors(function_ddl: str, vector: Callable[[str], str]) -> None:
             beside = other.execution_options(isolation_level="AUTOCOMMIT")
             beside.execute(text(function_ddl))
             rewrite_vectors(beside, vector=vector)
+            beside.execute(text("ANALYZE messages"))
         return
     op.execute(function_ddl)
     op.execute(
         f"UPDATE messages SET {VECTOR_COLUMN} = {vector('content')} "
         f"WHERE {rewrite_condition(vector)}"
     )
+    op.execute("ANALYZE messages")
