@@ -8,6 +8,11 @@ appends one message per transaction (INSERT and the session's counter, as an
 append does) as fast as it can, timing each, and the upgrade runs. Printed:
 the upgrade's per-step lines and total, and the writer's appends, median,
 p99 and longest wait -- the time writers are blocked -- with the load.
+
+``--existing``: upgrade the store at ``--url`` as it is (a copy of the field
+corpus, say) instead of making one; the writer appends to a session of its
+own, deleted with its messages when the upgrade is done, so the store's rows
+are what they were.
 """
 
 from __future__ import annotations
@@ -32,20 +37,48 @@ _WRITER = """
 import sys, time
 from pathlib import Path
 import psycopg
-url, stop, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+url, stop, out, session = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
 waits = []
 with psycopg.connect(url, autocommit=False) as c:
     n = 0
     while not stop.exists():
         t = time.perf_counter()
         c.execute("INSERT INTO messages (session_id, role, content, timestamp) "
-                  "VALUES ('s1', 'user', %s, %s)", (f"live append {n}", time.time()))
-        c.execute("UPDATE sessions SET message_count = message_count + 1 WHERE id = 's1'")
+                  "VALUES (%s, 'user', %s, %s)", (session, f"live append {n}", time.time()))
+        c.execute("UPDATE sessions SET message_count = message_count + 1 WHERE id = %s",
+                  (session,))
         c.commit()
         waits.append(time.perf_counter() - t)
         n += 1
 out.write_text("\\n".join(f"{w:.6f}" for w in waits))
 """
+
+
+WRITER_SESSION = "upgrade-bench-writer"
+
+
+def _writer_session(url: URL, *, add: bool) -> None:
+    """Make the writer's session in an existing store, or delete it and its messages."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            if add:
+                connection.execute(
+                    text(
+                        "INSERT INTO sessions (id, source, started_at, message_count) "
+                        "VALUES (:s, 'bench', 0, 0) ON CONFLICT (id) DO NOTHING"
+                    ),
+                    {"s": WRITER_SESSION},
+                )
+            else:
+                connection.execute(
+                    text("DELETE FROM messages WHERE session_id = :s"), {"s": WRITER_SESSION}
+                )
+                connection.execute(
+                    text("DELETE FROM sessions WHERE id = :s"), {"s": WRITER_SESSION}
+                )
+    finally:
+        engine.dispose()
 
 
 def _load() -> str:
@@ -96,14 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.field.upgrade", description=__doc__)
     parser.add_argument("--url", required=True, help="a server URL (a database is made on it)")
     parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--existing", action="store_true", help="upgrade the store at --url")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    url = _populated(make_url(args.url), args.messages)
-    print(f"made {args.messages:,} messages at 0013 in {time.perf_counter() - started:.0f} s")
+    if args.existing:
+        url, session = make_url(args.url), WRITER_SESSION
+        _writer_session(url, add=True)
+    else:
+        url, session = _populated(make_url(args.url), args.messages), "s1"
+        print(f"made {args.messages:,} messages at 0013 in {time.perf_counter() - started:.0f} s")
     plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
     stop, out = Path(f"/tmp/upgrade-bench-{os.getpid()}.stop"), Path(f"/tmp/ub-{os.getpid()}")
     stop.unlink(missing_ok=True)
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, plain, str(stop), str(out)])
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, plain, str(stop), str(out), session])
     time.sleep(2)  # the writer's steady state before the upgrade
     load = _load()
     done = subprocess.run(
@@ -123,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     stop.touch()
     writer.wait()
     stop.unlink(missing_ok=True)
+    if args.existing:
+        _writer_session(url, add=False)
     waits = sorted(float(line) for line in out.read_text().split())
     out.unlink(missing_ok=True)
     print(done.stderr.strip())

@@ -34,7 +34,7 @@ DOCUMENT_VERSION = 6
 """The last ``schema_version`` the design document defines: the highest we ever write."""
 HEAD_SCHEMA_VERSION = DOCUMENT_VERSION
 """``schema_version`` of a file at our head revision."""
-HEAD_REVISION = "0020"
+HEAD_REVISION = "0021"
 
 REVISION_VERSIONS = {
     "0001": 1,
@@ -57,6 +57,7 @@ REVISION_VERSIONS = {
     "0018": 6,
     "0019": 6,
     "0020": 6,
+    "0021": 6,
 }
 """The ``schema_version`` each of our revisions leaves behind."""
 

@@ -21,6 +21,9 @@ migration's one transaction.
 
 On SQLite this revision does nothing: FTS5 stores its own positions.
 
+The vector is the one this revision first made (PostgreSQL's parser on the
+text as it is); revision 0021 replaces it with the one cut at punctuation.
+
 ``schema_version`` is left at 6 (see revision 0008).
 
 Revision ID: 0014
@@ -34,6 +37,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends.postgresql.vector_fill import (
+    HOLDS_MESSAGES,
     build_concurrently,
     drop_concurrently,
     fill_vectors,
@@ -44,15 +48,16 @@ from hermes_store.backends.postgresql.word_index import (
     DROP_VECTOR_FUNCTION,
     DROP_VECTOR_TRIGGER,
     EXPRESSION_INDEX_DDL,
+    GLUED_VECTOR_FUNCTION_DDL,
     HAS_VECTOR_TRIGGER,
     NEW_WORD_INDEX,
     ROLE_INDEX,
     ROLE_INDEX_DDL,
     VECTOR_COLUMN,
-    VECTOR_FUNCTION_DDL,
     VECTOR_TRIGGER_DDL,
     WORD_INDEX,
     WORD_INDEX_DDL,
+    glued_vector_of,
 )
 from hermes_store.schema.migration_ops import is_sqlite
 
@@ -73,24 +78,12 @@ def upgrade() -> None:
                 _fill_and_index(beside)
                 return
     op.execute(ADD_VECTOR_COLUMN)
-    op.execute(VECTOR_FUNCTION_DDL)
+    op.execute(GLUED_VECTOR_FUNCTION_DDL)
     op.execute(DROP_VECTOR_TRIGGER)
     op.execute(VECTOR_TRIGGER_DDL)
     op.execute(f"DROP INDEX IF EXISTS {WORD_INDEX}")
     op.execute(WORD_INDEX_DDL)
     op.execute(ROLE_INDEX_DDL)
-
-
-HOLDS_MESSAGES = (
-    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() "
-    "AND relation = 'messages'::regclass)"
-)
-"""Whether this transaction already locked ``messages`` (an earlier revision of the same run).
-
-Work on a second connection would then wait for this transaction, which
-waits for it: such a run (a whole chain in one transaction) takes the
-blocking path instead.
-"""
 
 
 def _fill_and_index(connection: Connection) -> None:
@@ -102,10 +95,10 @@ def _fill_and_index(connection: Connection) -> None:
     revision, stays open meanwhile and commits last.
     """
     connection.execute(text(ADD_VECTOR_COLUMN))
-    connection.execute(text(VECTOR_FUNCTION_DDL))
+    connection.execute(text(GLUED_VECTOR_FUNCTION_DDL))
     if not connection.execute(text(HAS_VECTOR_TRIGGER)).scalar():
         connection.execute(text(VECTOR_TRIGGER_DDL))
-    fill_vectors(connection)
+    fill_vectors(connection, vector=glued_vector_of)
     build_concurrently(connection, NEW_WORD_INDEX, f"ON messages USING GIN ({VECTOR_COLUMN})")
     build_concurrently(connection, ROLE_INDEX, "ON messages (role)")
     drop_concurrently(connection, WORD_INDEX)

@@ -22,8 +22,8 @@ from sqlalchemy import text
 from hermes_store.backends.postgresql.word_index import (
     DROP_VECTOR_EXPRESSION,
     DROP_VECTOR_TRIGGER,
+    GLUED_VECTOR_FUNCTION_DDL,
     IS_GENERATED,
-    VECTOR_FUNCTION_DDL,
     VECTOR_TRIGGER_DDL,
 )
 from hermes_store.schema.migration_ops import is_sqlite
@@ -38,7 +38,7 @@ def upgrade() -> None:
     if is_sqlite() or not op.get_bind().execute(text(IS_GENERATED)).scalar():
         return
     op.execute(DROP_VECTOR_EXPRESSION)
-    op.execute(VECTOR_FUNCTION_DDL)
+    op.execute(GLUED_VECTOR_FUNCTION_DDL)
     op.execute(DROP_VECTOR_TRIGGER)
     op.execute(VECTOR_TRIGGER_DDL)
 

@@ -799,7 +799,7 @@ def test_help_shows_flags_as_flags_and_there_is_a_version(cli: Run) -> None:
     shown = ok(cli("sessions", "--help")).stdout
     assert "--json" in shown and "<bool>" not in shown, shown
     version = ok(cli("--version")).stdout
-    assert version.startswith("hermes-store ") and "schema version 6, revision 0020" in version
+    assert version.startswith("hermes-store ") and "schema version 6, revision 0021" in version
 
 
 def test_a_bad_import_line_says_that_nothing_was_imported(cli: Run, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from contextlib import closing
 import pytest
 
 from hermes_store import SessionDB
+from hermes_store.backends.postgresql.word_index import vector_of
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.repositories import search
 
@@ -24,8 +25,8 @@ WORD = "zebrafish"
 OTHER = ["lorem", "ipsum", "dolor", "amet", "consectetur", "adipiscing", "elit", "sed"]
 
 # What a match is and how it ranks, per backend, in plain SQL over the same rows
-# (``m`` the message, ``s`` its session). PostgreSQL's rank reads the text's vector
-# as revision 0001's index defined it, so the expectation does not depend on the
+# (``m`` the message, ``s`` its session). PostgreSQL's rank reads the vector made
+# from the text by the head's expression, so the expectation does not depend on the
 # store's stored column.
 _MATCHES = {
     "sqlite": (
@@ -34,14 +35,12 @@ _MATCHES = {
     ),
     "postgresql": (
         "FROM messages m JOIN sessions s ON s.id = m.session_id "
-        "WHERE to_tsvector('simple', LEFT(COALESCE(m.content, ''), 100000)) "
-        "@@ to_tsquery('simple', ?)"
+        f"WHERE {vector_of('m.content')} @@ to_tsquery('simple', ?)"
     ),
 }
 _RANK_ORDER = {
     "sqlite": "rank",
-    "postgresql": "ts_rank(to_tsvector('simple', LEFT(COALESCE(m.content, ''), 100000)), "
-    "to_tsquery('simple', ?), 1) DESC, m.id DESC",
+    "postgresql": f"ts_rank({vector_of('m.content')}, to_tsquery('simple', ?), 1) DESC, m.id DESC",
 }
 
 

@@ -23,11 +23,13 @@ from hermes_store.backends.postgresql.word_index import (
     DROP_VECTOR_TRIGGER,
     VECTOR_COLUMN,
     VECTOR_EXPRESSION,
+    VECTOR_FUNCTION,
     VECTOR_FUNCTION_DDL,
     VECTOR_TRIGGER,
     VECTOR_TRIGGER_DDL,
     WORD_INDEX,
     WORD_INDEX_DDL,
+    vector_function_body,
 )
 from hermes_store.domain.messages import stored_tool_call_total
 
@@ -74,13 +76,18 @@ _INDEX_STATE = text(
 
 # The word vectors are kept by a trigger (revision 0014): one dropped or disabled
 # leaves new rows without a vector, which no word search finds.
+# Its function must make the head's vector (revision 0021): one put back by an older
+# version, or edited by hand, gives new rows vectors that the queries' words miss.
 _VECTOR_STATE = text(
     f"""
     SELECT (SELECT tgenabled <> 'D' FROM pg_trigger
             WHERE tgrelid = 'messages'::regclass AND tgname = '{VECTOR_TRIGGER}'),
-           EXISTS (SELECT 1 FROM messages WHERE {VECTOR_COLUMN} IS NULL)
+           EXISTS (SELECT 1 FROM messages WHERE {VECTOR_COLUMN} IS NULL),
+           COALESCE((SELECT prosrc = :body FROM pg_proc
+                     WHERE proname = '{VECTOR_FUNCTION}'
+                       AND pronamespace = current_schema()::regnamespace), FALSE)
     """
-)
+).bindparams(body=vector_function_body())
 
 
 def advance_message_identity(connection: Connection) -> None:
@@ -120,13 +127,14 @@ class PostgresqlHealth:
         """The two search indexes that are missing or invalid."""
         state: dict[str, bool] = dict(self._c.execute(_INDEX_STATE).all())
         problems = {name: "missing or invalid" for name in SEARCH_INDEXES if not state.get(name)}
-        kept, missing = self._c.execute(_VECTOR_STATE).one()
-        if not kept or missing:
-            found = "its vectors' trigger is missing or disabled" if not kept else ""
-            found += ("; " if found and missing else "") + (
-                "messages without a vector" if missing else ""
-            )
-            problems[WORD_INDEX] = "; ".join(filter(None, [problems.get(WORD_INDEX), found]))
+        kept, missing, current = self._c.execute(_VECTOR_STATE).one()
+        found = [
+            "its vectors' trigger is missing or disabled" if not kept else "",
+            "its vectors' function does not make the current vector" if not current else "",
+            "messages without a vector" if missing else "",
+        ]
+        if any(found):
+            problems[WORD_INDEX] = "; ".join(filter(None, [problems.get(WORD_INDEX), *found]))
         return problems
 
     def miscounted_sessions(self) -> list[dict[str, Any]]:
@@ -167,7 +175,7 @@ class PostgresqlHealth:
                 self._c.exec_driver_sql(ddl)
 
     def _restore_vectors(self) -> None:
-        """Put the vectors' trigger back and give every message the vector of its text."""
+        """Put the vectors' trigger and function back; give every message its text's vector."""
         self._c.exec_driver_sql(VECTOR_FUNCTION_DDL)
         self._c.exec_driver_sql(DROP_VECTOR_TRIGGER)
         self._c.exec_driver_sql(VECTOR_TRIGGER_DDL)

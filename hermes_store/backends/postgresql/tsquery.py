@@ -19,12 +19,15 @@ then NOT, AND, OR, so ``a NOT b c`` is ``a NOT (b AND c)``; tsquery binds
 
 Every word goes to PostgreSQL as a quoted lexeme (``'`` doubled, ``\\``
 doubled), so no user text is ever read as tsquery syntax. Inside the quotes
-PostgreSQL runs the same parser as ``to_tsvector('simple', content)``, so a
-word such as ``chat-send`` or ``v1.2`` is split (or kept whole) exactly as it
-was when the content was indexed; a punctuated word is also offered cut into
-FTS5's pieces (``( 'chat-send' | 'chat' <-> 'send' )``), so it finds the
-words written apart, as FTS5 does. A word PostgreSQL finds no lexeme in (an
-emoji, say) is dropped by PostgreSQL with a notice, as FTS5 drops it.
+PostgreSQL runs its parser, which keeps ``v1.2`` whole and reads ``chat-send``
+as the compound and its parts; a punctuated word is also offered cut into
+FTS5's pieces (``( 'chat-send' | 'chat' <-> 'send' )``). The stored vector
+holds the pieces alone (its text's punctuation is cut before parsing, see
+:mod:`.word_index`), so the pieces find the word, written with its
+punctuation or apart, as FTS5 does; the whole reading matches no vector, but
+``ts_headline`` parses the untouched text and marks the word by it. A word
+PostgreSQL finds no lexeme in (an emoji, say) is dropped by PostgreSQL with a
+notice, as FTS5 drops it.
 """
 
 from __future__ import annotations

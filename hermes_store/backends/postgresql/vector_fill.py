@@ -7,10 +7,15 @@ the rows of the range only, and appends are new rows); the indexes are built
 ``CONCURRENTLY``, which takes no lock an ``INSERT`` waits for. Every step can
 be run again: a range fills only the rows still without a vector, and an
 index left invalid by a failed concurrent build is dropped and built again.
-Each function here runs on a connection in autocommit mode (see revision 0014).
+Revision 0021 (a new vector expression) rewrites the vectors the same way,
+one committed range at a time, each range writing only the rows whose vector
+changes. Each function here runs on a connection in autocommit mode (see
+revision 0014).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -21,28 +26,66 @@ FILL_BATCH = 20_000
 """Ids per ``UPDATE``: enough to amortise a statement, few enough that its row locks are brief."""
 
 
-def fill_vectors(connection: Connection, batch: int = FILL_BATCH) -> int:
+HOLDS_MESSAGES = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() "
+    "AND relation = 'messages'::regclass)"
+)
+"""Whether this transaction already locked ``messages`` (an earlier revision of the same run).
+
+Work on a second connection would then wait for this transaction, which
+waits for it: such a run (a whole chain in one transaction) takes the
+blocking path instead.
+"""
+
+
+def fill_vectors(
+    connection: Connection, batch: int = FILL_BATCH, vector: Callable[[str], str] = vector_of
+) -> int:
     """Give every message without a vector its vector, one committed range of ids at a time.
 
     The range ends at the highest id present when the fill starts: rows
     appended later were given theirs by the trigger. Returns the rows filled.
     """
+    return _by_ranges(connection, batch, f"{VECTOR_COLUMN} IS NULL", vector)
+
+
+def rewrite_vectors(
+    connection: Connection, batch: int = FILL_BATCH, vector: Callable[[str], str] = vector_of
+) -> int:
+    """Give every message whose vector is not ``vector`` of its text that vector, by ranges.
+
+    Run after the trigger function already makes ``vector``: rows appended
+    or edited meanwhile get it from the trigger, and the range's condition is
+    evaluated again on a row a writer changed first, so no stale vector is
+    written. Rows whose text has nothing the two expressions read apart keep
+    their row version. Returns the rows rewritten.
+    """
+    return _by_ranges(connection, batch, rewrite_condition(vector), vector)
+
+
+def rewrite_condition(vector: Callable[[str], str] = vector_of) -> str:
+    """The rows whose stored vector is not ``vector`` of their text (missing ones too)."""
+    return f"{VECTOR_COLUMN} IS DISTINCT FROM {vector('content')}"
+
+
+def _by_ranges(
+    connection: Connection, batch: int, condition: str, vector: Callable[[str], str]
+) -> int:
+    """``UPDATE`` the rows meeting ``condition``, one committed range of ``batch`` ids at a time."""
     low, high = connection.execute(text("SELECT min(id), max(id) FROM messages")).one()
-    filled = 0
+    written = 0
     if low is None:
-        return filled
+        return written
+    statement = text(
+        f"UPDATE messages SET {VECTOR_COLUMN} = {vector('content')} "
+        f"WHERE id BETWEEN :a AND :b AND {condition}"
+    )
     start = int(low)
     while start <= int(high):
-        done = connection.execute(
-            text(
-                f"UPDATE messages SET {VECTOR_COLUMN} = {vector_of('content')} "
-                f"WHERE id BETWEEN :a AND :b AND {VECTOR_COLUMN} IS NULL"
-            ),
-            {"a": start, "b": start + batch - 1},
-        )
-        filled += max(done.rowcount, 0)
+        done = connection.execute(statement, {"a": start, "b": start + batch - 1})
+        written += max(done.rowcount, 0)
         start += batch
-    return filled
+    return written
 
 
 def build_concurrently(connection: Connection, name: str, definition: str) -> None:

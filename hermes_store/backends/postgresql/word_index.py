@@ -13,12 +13,26 @@ column rewrites the whole table under an exclusive lock, while a plain
 nullable column is added without touching a row and filled in batches that
 writers never wait for (see :mod:`hermes_store.backends.postgresql.vector_fill`).
 
-The column is the same expression the old index had, so the old index's
-matches, and what a word means, do not change. The GIN index keeps its name
-``idx_messages_fts``: the health check and its repair know it by that name.
+The GIN index keeps its name ``idx_messages_fts``: the health check and its
+repair know it by that name.
+
+What a word is (revision 0021): PostgreSQL's parser glues letters across
+punctuation into one token (``src/state.db`` a file, ``a.b@c.io`` an email,
+``v1.2`` a version, ``1.5`` a float, ``chat-send`` a compound beside its
+parts), where FTS5's ``unicode61`` cuts at every character that is not a
+letter or a number. A word index that keeps the glued token cannot answer a
+search for a piece of it (``state``), nor the pieces of a path as FTS5 does,
+so such a search fell to the substring route. The vector is now made from the
+text with every ASCII punctuation character turned into a space first
+(:data:`CUT_PATTERN`), so its lexemes are FTS5's tokens. The query side
+offers a punctuated word both whole and as its pieces (:mod:`.tsquery`): the
+pieces find it in the vector, the whole word lets ``ts_headline``, which
+parses the untouched text, mark it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 WORD_INDEX_CHARS = 100_000
 """The vector covers the first this many characters (a tsvector cannot exceed 1 MB)."""
@@ -26,18 +40,41 @@ WORD_INDEX_CHARS = 100_000
 VECTOR_COLUMN = "content_tsv"
 
 
-def vector_of(text: str) -> str:
-    """The SQL of ``text``'s vector (a column or ``NEW.content``): one spelling for all uses."""
+CUT_PATTERN = "[!-/:-@[-`{-~]"
+"""Every ASCII punctuation character, as a regular expression's class of four ranges.
+
+Where FTS5 cuts a word and PostgreSQL may glue one. A class of code point
+ranges, not ``[[:punct:]]``, so what is cut does not depend on the server's
+locale; one ``regexp_replace`` rather than ``translate``, which tests every
+character of the text against every character of its list.
+"""
+
+
+def glued_vector_of(text: str) -> str:
+    """The vector of revisions 0001 to 0020: PostgreSQL's parser on the text as it is."""
     return f"to_tsvector('simple', LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}))"
 
 
+def vector_of(text: str) -> str:
+    """The SQL of ``text``'s vector (a column or ``NEW.content``): one spelling for all uses.
+
+    The text's punctuation becomes spaces before the parser reads it, so the
+    lexemes are the pieces FTS5 indexes (see the module's notes).
+    """
+    cut = (
+        f"regexp_replace(LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}), '{CUT_PATTERN}', ' ', 'g')"
+    )
+    return f"to_tsvector('simple', {cut})"
+
+
 VECTOR_EXPRESSION = vector_of("content")
+GLUED_VECTOR_EXPRESSION = glued_vector_of("content")
 
 ADD_VECTOR_COLUMN = f"ALTER TABLE messages ADD COLUMN IF NOT EXISTS {VECTOR_COLUMN} tsvector"
 """A nullable column with no default: the server records it without touching a row."""
 GENERATED_VECTOR_COLUMN = (
     f"ALTER TABLE messages ADD COLUMN IF NOT EXISTS {VECTOR_COLUMN} tsvector "
-    f"GENERATED ALWAYS AS ({VECTOR_EXPRESSION}) STORED"
+    f"GENERATED ALWAYS AS ({GLUED_VECTOR_EXPRESSION}) STORED"
 )
 """The column as revision 0014 first made it (tests rebuild such a deployment with it)."""
 DROP_VECTOR_EXPRESSION = f"ALTER TABLE messages ALTER COLUMN {VECTOR_COLUMN} DROP EXPRESSION"
@@ -49,11 +86,24 @@ IS_GENERATED = (
 
 VECTOR_FUNCTION = "messages_content_tsv"
 VECTOR_TRIGGER = "messages_content_tsv"
-VECTOR_FUNCTION_DDL = (
-    f"CREATE OR REPLACE FUNCTION {VECTOR_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    f"BEGIN NEW.{VECTOR_COLUMN} := {vector_of('NEW.content')}; "
-    "RETURN NEW; END $$"
-)
+
+
+def vector_function_body(vector: Callable[[str], str] = vector_of) -> str:
+    """The trigger function's body (``prosrc``): the health check compares it with this."""
+    return f" BEGIN NEW.{VECTOR_COLUMN} := {vector('NEW.content')}; RETURN NEW; END "
+
+
+def vector_function_ddl(vector: Callable[[str], str] = vector_of) -> str:
+    """Create or replace the trigger function that sets a row's vector by ``vector``."""
+    return (
+        f"CREATE OR REPLACE FUNCTION {VECTOR_FUNCTION}() RETURNS trigger LANGUAGE plpgsql "
+        f"AS ${VECTOR_FUNCTION}${vector_function_body(vector)}${VECTOR_FUNCTION}$"
+    )
+
+
+VECTOR_FUNCTION_DDL = vector_function_ddl()
+GLUED_VECTOR_FUNCTION_DDL = vector_function_ddl(glued_vector_of)
+"""The function as revisions 0014 to 0020 made it (0021 replaces it; its downgrade restores it)."""
 VECTOR_TRIGGER_DDL = (
     f"CREATE TRIGGER {VECTOR_TRIGGER} BEFORE INSERT OR UPDATE OF content ON messages "
     f"FOR EACH ROW EXECUTE FUNCTION {VECTOR_FUNCTION}()"
@@ -72,7 +122,9 @@ WORD_INDEX_DDL = f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({VECTOR_COLU
 """The index on the stored column (head)."""
 NEW_WORD_INDEX = f"{WORD_INDEX}_vectors"
 """The name the index on the column is built under while the old expression index serves."""
-EXPRESSION_INDEX_DDL = f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({VECTOR_EXPRESSION})"
+EXPRESSION_INDEX_DDL = (
+    f"CREATE INDEX {WORD_INDEX} ON messages USING GIN ({GLUED_VECTOR_EXPRESSION})"
+)
 """Revision 0001's index on the expression, which a downgrade below 0014 puts back."""
 
 ROLE_INDEX = "idx_messages_role"
