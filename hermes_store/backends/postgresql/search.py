@@ -17,6 +17,7 @@ unchanged, helped by the pg_trgm index ``idx_messages_content_trgm``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -67,6 +68,14 @@ PHRASE = "<->"
 """A tsquery with this operator checks positions: see :func:`read_window`."""
 WALK_ROWS_PER_MATCH = 20
 """A phrase's window is looked for among this many newest rows a match first."""
+LONGEST_WALK_ROWS_PER_MATCH = 64
+"""The bound of a phrase's second walk, sized by the first's density (:func:`read_window`).
+
+Past it a phrase's matches are sparse enough that reading every GIN
+candidate costs less than walking the rows between them.
+"""
+WALK_MARGIN = 1.25
+"""How far past the first walk's estimate the second walks: matches are not spread evenly."""
 
 
 @lru_cache(maxsize=64)
@@ -106,7 +115,9 @@ def word_statement(sources: bool, excluded: bool, roles: bool, walk: bool = Fals
             ORDER BY m.id DESC
             LIMIT :p_window
         ), edge AS (
-            SELECT CASE WHEN COUNT(*) = :p_window THEN MIN(id) END AS low FROM win
+            SELECT CASE WHEN COUNT(*) = :p_window THEN MIN(id) END AS low,
+                   COUNT(*) AS found
+            FROM win
         ), page AS (
             SELECT w.id, ts_rank(w.vector, {TSQUERY}, 1) AS rank
             FROM win w
@@ -115,7 +126,8 @@ def word_statement(sources: bool, excluded: bool, roles: bool, walk: bool = Fals
             ORDER BY rank DESC, w.id DESC
             LIMIT :p_limit
         )
-        SELECT edge.low AS window_low, hit.* FROM edge LEFT JOIN ({_HITS}) AS hit ON TRUE
+        SELECT edge.low AS window_low, edge.found AS window_found, hit.*
+        FROM edge LEFT JOIN ({_HITS}) AS hit ON TRUE
         ORDER BY hit.rank DESC, hit.id DESC
     """
     return text(sql).bindparams(*expanding)
@@ -200,21 +212,40 @@ def read_window(
     independent, far fewer than a common phrase has, and so reads every
     candidate of the GIN index (each row's positions checked) where the
     walk stops at the window's oldest match. Found whole, that window is the
-    one the full statement finds (the same newest matches); not found, the
-    full statement runs, and the walk was the price (a bounded one).
+    one the full statement finds (the same newest matches). Found in part,
+    the matches it did find tell how densely the phrase occurs among the
+    newest rows, and a second walk goes as far as that density says the
+    window reaches (with :data:`WALK_MARGIN`), unless that is past
+    :data:`LONGEST_WALK_ROWS_PER_MATCH` rows a match. Otherwise the full
+    statement runs, and the walks were the price (bounded ones).
     """
     filters = ("p_sources" in params, "p_excluded" in params, "p_roles" in params)
     if nth is None:
         return _last_window(connection, last_window_statement(*filters), params)
     window = nth + 1
     if PHRASE in params["p_query"]:
-        walked = {**params, "p_window": window, "p_walk": WALK_ROWS_PER_MATCH * window}
-        rows = connection.execute(word_statement(*filters, walk=True), walked)
-        page, low = _page(rows.mappings().all())
-        if low is not None:  # the window was found whole among the walked rows
-            return page, low
+        walk = WALK_ROWS_PER_MATCH * window
+        while walk:
+            walked = {**params, "p_window": window, "p_walk": walk}
+            rows = connection.execute(word_statement(*filters, walk=True), walked).mappings().all()
+            page, low = _page(rows)
+            if low is not None:  # the window was found whole among the walked rows
+                return page, low
+            walk = _longer_walk(walk, window, rows[0]["window_found"] if rows else 0)
     rows = connection.execute(statement, {**params, "p_window": window})
     return _page(rows.mappings().all())
+
+
+def _longer_walk(walked: int, window: int, found: int) -> int:
+    """The rows a second walk reads to find ``window`` matches, or 0: not worth walking.
+
+    ``found`` matches were among the ``walked`` newest rows; only the first
+    walk (:data:`WALK_ROWS_PER_MATCH` rows a match) is extended.
+    """
+    if walked != WALK_ROWS_PER_MATCH * window or found == 0:
+        return 0
+    longer = math.ceil(walked * window / found * WALK_MARGIN)
+    return longer if longer <= LONGEST_WALK_ROWS_PER_MATCH * window else 0
 
 
 LAST_WINDOW_WORK_MEM = "32MB"
@@ -250,11 +281,15 @@ _WORK_MEM = text(
 _WORK_MEM_BACK = text("SELECT set_config('work_mem', :p_mem, true)")
 
 
+_WINDOW_COLUMNS = frozenset(("window_low", "window_found", "rank"))
+"""What a window statement returns beside a hit's own columns."""
+
+
 def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
     """A window statement's rows as (the page, the window's edge)."""
     low = rows[0]["window_low"] if rows else None
     page = [
-        {key: value for key, value in row.items() if key not in ("window_low", "rank")}
+        {key: value for key, value in row.items() if key not in _WINDOW_COLUMNS}
         for row in rows
         if row["id"] is not None
     ]
