@@ -227,11 +227,12 @@ def read_window(
         walk = WALK_ROWS_PER_MATCH * window
         while walk:
             walked = {**params, "p_window": window, "p_walk": walk}
-            rows = connection.execute(word_statement(*filters, walk=True), walked).mappings().all()
-            page, low = _page(rows)
+            found = connection.execute(word_statement(*filters, walk=True), walked)
+            walk_rows = found.mappings().all()
+            page, low = _page(walk_rows)
             if low is not None:  # the window was found whole among the walked rows
                 return page, low
-            walk = _longer_walk(walk, window, rows[0]["window_found"] if rows else 0)
+            walk = _longer_walk(walk, window, walk_rows[0]["window_found"] if walk_rows else 0)
     rows = connection.execute(statement, {**params, "p_window": window})
     return _page(rows.mappings().all())
 
