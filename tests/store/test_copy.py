@@ -92,6 +92,20 @@ def test_copy_is_complete_and_idempotent(tmp_path: Path, new_target: Any) -> Non
         assert new_id > max(m["id"] for s in _everything(source) for m in s["messages"])
 
 
+def test_copy_keeps_archived_and_pinned(tmp_path: Path, new_target: Any) -> None:
+    """Before, the flags were left behind: every copied session came out listed and unpinned."""
+    source = tmp_path / "state.db"
+    _seed(source)
+    with SessionDB(source) as db:
+        db.set_session_archived("z_root", True)  # the whole chain
+        db.set_session_pinned("lonely", True)
+    target = new_target()
+    copy_store(source, target, batch_size=2)
+    assert _everything(target) == _everything(source)
+    flags = {s["id"]: (s["archived"], s["pinned"]) for s in _everything(target)}
+    assert flags["z_root"] == (1, 0) and flags["lonely"] == (0, 1)
+
+
 def test_copy_back_from_postgresql_to_sqlite_gives_the_same_store(
     tmp_path: Path, pg_fresh_url: Any
 ) -> None:
