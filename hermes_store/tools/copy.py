@@ -70,6 +70,7 @@ from hermes_store.backends.shapes import (
     writable_messages,
     writable_sessions,
 )
+from hermes_store.domain.arguments import int_arg
 from hermes_store.errors import StoreError
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
@@ -124,8 +125,7 @@ def copy_store(
     drop a PostgreSQL target's search indexes before the messages and build
     them after (None: from :data:`REBUILD_AT` messages on).
     """
-    if batch_size < 1:
-        raise CopyError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = int_arg("batch_size", batch_size, minimum=1)  # before either store is opened
     report = progress or (lambda _phase, _done, _total: None)
     with Store(source, read_only=True) as source_store, Store(target) as target_store:
         if _same_database(source_store, target_store):
