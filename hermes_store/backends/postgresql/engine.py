@@ -75,9 +75,13 @@ def sqlstate(error: BaseException) -> str | None:
     return getattr(original, "sqlstate", None)
 
 
+LOCK_TIMEOUT_MAX_MS = 2**31 - 1
+"""The largest ``lock_timeout`` the server takes: a longer patience waits this long a lock."""
+
+
 def _milliseconds(seconds: float) -> int:
     # lock_timeout = 0 means "wait forever" in PostgreSQL; patience 0 means "do not wait".
-    return max(1, int(seconds * 1000))
+    return max(1, int(min(seconds * 1000, LOCK_TIMEOUT_MAX_MS)))
 
 
 POOL_MODE_OPTION = "pool_mode"
