@@ -46,7 +46,8 @@ def _race(db: SessionDB, hold: Callable[[Any], None], call: Callable[[], Any]) -
 
 
 def _waiting_on_a_lock(db: SessionDB) -> bool:
-    with SessionDB(db.store.url) as watcher, watcher.store.read() as uow:
+    url = db.store.url.render_as_string(hide_password=False)
+    with SessionDB(url) as watcher, watcher.store.read() as uow:
         waiting = uow.connection.execute(
             text(
                 "SELECT count(*) FROM pg_stat_activity "
@@ -57,7 +58,7 @@ def _waiting_on_a_lock(db: SessionDB) -> bool:
 
 
 def test_an_empty_session_that_gets_a_message_meanwhile_is_not_deleted(pg_url: URL) -> None:
-    with SessionDB(pg_url) as db:
+    with SessionDB(pg_url.render_as_string(hide_password=False)) as db:
         db.create_session("quiet", "cli")
         got = _race(
             db,
@@ -66,11 +67,12 @@ def test_an_empty_session_that_gets_a_message_meanwhile_is_not_deleted(pg_url: U
         )
         assert got == 0, repr(got)
         assert [m["content"] for m in db.get_messages("quiet")] == ["late"]
-        assert db.get_session("quiet")["message_count"] == 1
+        session = db.get_session("quiet")
+        assert session is not None and session["message_count"] == 1
 
 
 def test_a_child_whose_parent_is_deleted_meanwhile_is_a_named_error(pg_url: URL) -> None:
-    with SessionDB(pg_url) as db:
+    with SessionDB(pg_url.render_as_string(hide_password=False)) as db:
         db.create_session("parent", "cli")
         got = _race(
             db,

@@ -115,7 +115,8 @@ def test_a_bad_batch_size_is_a_named_error_before_anything_is_opened(tmp_path: P
     source = tmp_path / "state.db"
     _seed(source)
     target = tmp_path / "target.db"
-    for bad in ("3", 2.5, None, True, 0, 2**64):
+    bad_sizes: list[Any] = ["3", 2.5, None, True, 0, 2**64]
+    for bad in bad_sizes:
         with pytest.raises(InvalidInputError, match="batch_size"):
             copy_store(source, target, batch_size=bad)
     assert not target.exists()
