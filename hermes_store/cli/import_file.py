@@ -114,7 +114,10 @@ def parse_line(raw: bytes, line: int) -> Record | None:
                 else:
                     row[column.name] = _column_value(column, label + column.name, value)
             messages.append(row)
-            ids.append(message.get("id"))
+            exported_id = message.get("id")
+            if isinstance(exported_id, int) and not isinstance(exported_id, bool):
+                int_arg(label + "id", exported_id)  # kept as the row's id: it must fit
+            ids.append(exported_id)
     except InvalidInputError as error:
         raise CliError(f"line {line}: {error}") from None
     keep_ids = (

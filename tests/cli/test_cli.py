@@ -808,6 +808,20 @@ def test_a_bad_import_line_says_that_nothing_was_imported(cli: Run, tmp_path: Pa
     one_error_line(cli("import", str(dump), "--db", str(target)), "line 2", "nothing was imported")
 
 
+def test_an_import_message_id_past_64_bits_is_one_line_and_imports_nothing(
+    cli: Run, tmp_path: Path
+) -> None:
+    """Before, the id reached the driver: OverflowError, a traceback, after the line passed."""
+    dump, target = tmp_path / "big.jsonl", tmp_path / "target.db"
+    message = {"id": 2**64, "role": "user", "content": "a", "timestamp": 1}
+    session = {"id": "s", "source": "cli", "started_at": 1, "messages": [message]}
+    dump.write_text(json.dumps(session) + "\n")
+    done = cli("import", str(dump), "--db", str(target))
+    one_error_line(done, "line 1", "messages[0].id", "64 bits", "nothing was imported")
+    with SessionDB(target) as db:
+        assert db.session_count() == 0 and db.message_count() == 0
+
+
 def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
     """One plan: the count is the batches' own, and the sessions listed are the ones deleted."""
     done = as_json(cli("prune", "--older-than", "30", "--db", str(store), "--json"))
