@@ -43,10 +43,11 @@ def _column_value(column: Any, label: str, value: Any) -> Any:
     optional = bool(column.nullable) and column.name not in ("id",)
     if value is None and not optional:
         raise InvalidInputError(f"{label} is required")
-    if isinstance(column.type, Integer):
-        return int_arg(label, value, optional=optional)
-    if isinstance(column.type, REAL):
-        return number_arg(label, value, optional=optional)
+    if isinstance(column.type, Integer):  # counters, tokens: never below 0, as appends keep them
+        return int_arg(label, value, optional=optional, minimum=0)
+    if isinstance(column.type, REAL):  # a cost is never below 0 either; a time may be
+        minimum = 0.0 if column.name.endswith("_usd") else None
+        return number_arg(label, value, optional=optional, minimum=minimum)
     return text_arg(label, value, optional=optional, non_empty=column.name in _NON_EMPTY)
 
 

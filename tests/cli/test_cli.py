@@ -822,6 +822,30 @@ def test_an_import_message_id_past_64_bits_is_one_line_and_imports_nothing(
         assert db.session_count() == 0 and db.message_count() == 0
 
 
+@pytest.mark.parametrize(
+    ("field", "where"),
+    [
+        ("input_tokens", "session"),
+        ("estimated_cost_usd", "session"),
+        ("actual_cost_usd", "session"),
+        ("token_count", "message"),
+    ],
+)
+def test_an_import_with_a_negative_count_or_cost_is_refused_as_an_append_would_be(
+    cli: Run, tmp_path: Path, field: str, where: str
+) -> None:
+    """Before, import stored -5 tokens or -2.5 USD that append and record_usage refuse."""
+    dump, target = tmp_path / "negative.jsonl", tmp_path / "target.db"
+    message: dict[str, object] = {"role": "user", "content": "a", "timestamp": 1}
+    session: dict[str, object] = {"id": "s", "source": "cli", "started_at": 1}
+    (session if where == "session" else message)[field] = -5
+    dump.write_text(json.dumps({**session, "messages": [message]}) + "\n")
+    done = cli("import", str(dump), "--db", str(target))
+    one_error_line(done, "line 1", field, ">= 0", "nothing was imported")
+    with SessionDB(target) as db:
+        assert db.session_count() == 0 and db.message_count() == 0
+
+
 def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
     """One plan: the count is the batches' own, and the sessions listed are the ones deleted."""
     done = as_json(cli("prune", "--older-than", "30", "--db", str(store), "--json"))
