@@ -95,6 +95,8 @@ def parse_line(raw: bytes, line: int) -> Record | None:
             if column.name == "model_config" and value is not None and not isinstance(value, str):
                 value = json.dumps(value, ensure_ascii=False)
             session[column.name] = _column_value(column, column.name, value)
+        if session.get("parent_session_id") == session["id"]:
+            raise InvalidInputError(f"parent_session_id {session['id']!r} names the session itself")
         flags = {name: _flag(name, obj[name]) for name in ("archived", "pinned") if name in obj}
         raw_messages = obj.get("messages", [])
         if not isinstance(raw_messages, list):

@@ -846,6 +846,18 @@ def test_an_import_with_a_negative_count_or_cost_is_refused_as_an_append_would_b
         assert db.session_count() == 0 and db.message_count() == 0
 
 
+def test_an_import_of_a_session_that_is_its_own_parent_is_refused(cli: Run, tmp_path: Path) -> None:
+    """Before, it was imported as a child of itself: in no listing (not a root), its own
+    ancestor and descendant."""
+    dump, target = tmp_path / "loop.jsonl", tmp_path / "target.db"
+    loop = {"id": "y", "source": "cli", "started_at": 1, "parent_session_id": "y"}
+    dump.write_text(json.dumps({**loop, "messages": []}) + "\n")
+    done = cli("import", str(dump), "--db", str(target))
+    one_error_line(done, "line 1", "parent_session_id", "itself", "nothing was imported")
+    with SessionDB(target) as db:
+        assert db.session_count() == 0
+
+
 def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
     """One plan: the count is the batches' own, and the sessions listed are the ones deleted."""
     done = as_json(cli("prune", "--older-than", "30", "--db", str(store), "--json"))
