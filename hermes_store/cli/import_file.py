@@ -229,8 +229,17 @@ def _restore_flags(uow: UnitOfWork, session_id: str, record: Record, result: Imp
 
 
 def link_parents(uow: UnitOfWork, result: ImportResult) -> None:
+    """Give imported roots the parents the file named, now that those are stored; a link
+    that would close a loop (the parent descends from the child) is left out, with a warning,
+    so every session stays reachable from a root."""
     for child, parent in list(result.pending_parents.items()):
         if uow.sessions.exists(parent):
+            if any(entry.id == child for entry in uow.sessions.ancestors(parent)):
+                result.warnings.append(
+                    f"session {child}: its parent {parent} descends from it; imported as a root"
+                )
+                del result.pending_parents[child]
+                continue
             uow.connection.execute(
                 update(sessions_table)
                 .where(sessions_table.c.id == child)

@@ -858,6 +858,26 @@ def test_an_import_of_a_session_that_is_its_own_parent_is_refused(cli: Run, tmp_
         assert db.session_count() == 0
 
 
+def test_an_import_whose_parents_form_a_loop_keeps_every_session_listed(
+    cli: Run, tmp_path: Path
+) -> None:
+    """Before, a -> b -> a was linked as written: neither was a root, so neither was listed,
+    and each was the other's ancestor."""
+    dump, target = tmp_path / "loop.jsonl", tmp_path / "target.db"
+    rows = [
+        {"id": "a", "source": "cli", "started_at": 1, "parent_session_id": "b", "messages": []},
+        {"id": "b", "source": "cli", "started_at": 2, "parent_session_id": "a", "messages": []},
+    ]
+    dump.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = ok(cli("import", str(dump), "--db", str(target)))
+    assert "descends from it" in done.stderr and "Traceback" not in done.stderr
+    with SessionDB(target) as db:
+        roots = [s["id"] for s in db.list_sessions_rich(include_children=False)]
+        assert len(roots) == 1
+        chain = [entry["id"] for entry in db.get_ancestors(roots[0])]
+        assert chain == roots and sorted(s["id"] for s in db.export_all()) == ["a", "b"]
+
+
 def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
     """One plan: the count is the batches' own, and the sessions listed are the ones deleted."""
     done = as_json(cli("prune", "--older-than", "30", "--db", str(store), "--json"))
