@@ -46,4 +46,4 @@ class ContentionPolicy:
         SQLite's busy handler waits inside one attempt; left at 1 s, a
         patience of 0 would still wait a whole second before failing.
         """
-        return min(self.busy_timeout_ms, int(patience_s * 1000))
+        return int(min(self.busy_timeout_ms, patience_s * 1000))  # no int() of an infinity

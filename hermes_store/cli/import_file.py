@@ -43,10 +43,11 @@ def _column_value(column: Any, label: str, value: Any) -> Any:
     optional = bool(column.nullable) and column.name not in ("id",)
     if value is None and not optional:
         raise InvalidInputError(f"{label} is required")
-    if isinstance(column.type, Integer):
-        return int_arg(label, value, optional=optional)
-    if isinstance(column.type, REAL):
-        return number_arg(label, value, optional=optional)
+    if isinstance(column.type, Integer):  # counters, tokens: never below 0, as appends keep them
+        return int_arg(label, value, optional=optional, minimum=0)
+    if isinstance(column.type, REAL):  # a cost is never below 0 either; a time may be
+        minimum = 0.0 if column.name.endswith("_usd") else None
+        return number_arg(label, value, optional=optional, minimum=minimum)
     return text_arg(label, value, optional=optional, non_empty=column.name in _NON_EMPTY)
 
 
@@ -94,6 +95,8 @@ def parse_line(raw: bytes, line: int) -> Record | None:
             if column.name == "model_config" and value is not None and not isinstance(value, str):
                 value = json.dumps(value, ensure_ascii=False)
             session[column.name] = _column_value(column, column.name, value)
+        if session.get("parent_session_id") == session["id"]:
+            raise InvalidInputError(f"parent_session_id {session['id']!r} names the session itself")
         flags = {name: _flag(name, obj[name]) for name in ("archived", "pinned") if name in obj}
         raw_messages = obj.get("messages", [])
         if not isinstance(raw_messages, list):
@@ -114,7 +117,10 @@ def parse_line(raw: bytes, line: int) -> Record | None:
                 else:
                     row[column.name] = _column_value(column, label + column.name, value)
             messages.append(row)
-            ids.append(message.get("id"))
+            exported_id = message.get("id")
+            if isinstance(exported_id, int) and not isinstance(exported_id, bool):
+                int_arg(label + "id", exported_id)  # kept as the row's id: it must fit
+            ids.append(exported_id)
     except InvalidInputError as error:
         raise CliError(f"line {line}: {error}") from None
     keep_ids = (
@@ -223,8 +229,17 @@ def _restore_flags(uow: UnitOfWork, session_id: str, record: Record, result: Imp
 
 
 def link_parents(uow: UnitOfWork, result: ImportResult) -> None:
+    """Give imported roots the parents the file named, now that those are stored; a link
+    that would close a loop (the parent descends from the child) is left out, with a warning,
+    so every session stays reachable from a root."""
     for child, parent in list(result.pending_parents.items()):
         if uow.sessions.exists(parent):
+            if any(entry.id == child for entry in uow.sessions.ancestors(parent)):
+                result.warnings.append(
+                    f"session {child}: its parent {parent} descends from it; imported as a root"
+                )
+                del result.pending_parents[child]
+                continue
             uow.connection.execute(
                 update(sessions_table)
                 .where(sessions_table.c.id == child)

@@ -42,6 +42,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL
 
 from hermes_store.backends.location import hermes_home, resolve_url, sqlite_file
+from hermes_store.backends.sqlite.failures import owner_hint
 from hermes_store.backends.sqlite.integrity import page_findings
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.backends.sqlite.stored_text import undecodable_schema
@@ -116,6 +117,8 @@ def backup(
         )
     if not path.is_file():
         raise BackupError(f"no database file at {path}")
+    if not os.access(path, os.R_OK):  # before the folder is made: a refused backup leaves none
+        raise BackupError(f"{path} cannot be read by this user{owner_hint(str(path))}; no backup")
     directory = Path(to).expanduser() if to is not None else hermes_home() / BACKUP_DIR
     started = time.monotonic()
     try:

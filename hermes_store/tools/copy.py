@@ -6,7 +6,7 @@ and an interrupted copy can simply be run again:
 
 1. sessions, in id order, with ``parent_session_id`` left NULL
    (``INSERT ... ON CONFLICT DO NOTHING``: a session already in the target is
-   left exactly as it is);
+   left exactly as it is), with ``archived`` and ``pinned`` where the source has them;
 2. lineage: each copied session gets its parent back, where the target row
    has none yet -- parents always exist by then, whatever the order;
 3. messages, in id order, *with their ids* (so search hits, exports and
@@ -48,11 +48,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import Integer, bindparam, column, func, select, text, update
+from sqlalchemy import table as sql_table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection
 
-from hermes_store.backends.layout import STANDARD, Layout
+from hermes_store.backends.layout import KEEPING_COLUMNS, STANDARD, Layout
 from hermes_store.backends.postgresql.bulk import (
     analyze,
     build_search_indexes,
@@ -69,6 +70,7 @@ from hermes_store.backends.shapes import (
     writable_messages,
     writable_sessions,
 )
+from hermes_store.domain.arguments import int_arg
 from hermes_store.errors import StoreError
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.store import Store
@@ -123,8 +125,7 @@ def copy_store(
     drop a PostgreSQL target's search indexes before the messages and build
     them after (None: from :data:`REBUILD_AT` messages on).
     """
-    if batch_size < 1:
-        raise CopyError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = int_arg("batch_size", batch_size, minimum=1)  # before either store is opened
     report = progress or (lambda _phase, _done, _total: None)
     with Store(source, read_only=True) as source_store, Store(target) as target_store:
         if _same_database(source_store, target_store):
@@ -304,7 +305,10 @@ def _batches(
 def _session_batches(
     connection: Connection, layout: Layout, n: int
 ) -> Iterator[list[dict[str, Any]]]:
-    sql = f"SELECT {session_columns(layout)} FROM {sessions_from(layout)} WHERE 1 = 1{{after}}"
+    """The source's sessions, with ``archived`` and ``pinned`` where its file keeps them."""
+    flags = "".join(f", s.{name}" for name in KEEPING_COLUMNS) if layout.keeps_flags else ""
+    columns = session_columns(layout) + flags
+    sql = f"SELECT {columns} FROM {sessions_from(layout)} WHERE 1 = 1{{after}}"
     return _batches(connection, shadowed(sql, layout), "s.id", n)
 
 
@@ -322,7 +326,15 @@ def _insert_new(connection: Connection, table: Any, rows: list[dict[str, Any]]) 
     The rows are copied as stored (JSON as its text), so they go in through a
     clause typed as the columns are stored (see ``shapes.storage_type``).
     """
-    writable = writable_sessions(STANDARD) if table is S else writable_messages(STANDARD)[0]
+    writable = writable_messages(STANDARD)[0]
+    if table is S:
+        writable = writable_sessions(STANDARD)
+        if rows and KEEPING_COLUMNS[0] in rows[0]:  # the flags travel with their row
+            writable = sql_table(
+                "sessions",
+                *(column(c.name, c.type) for c in writable.c),
+                *(column(name, Integer()) for name in KEEPING_COLUMNS),
+            )
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(writable).on_conflict_do_nothing().returning(writable.c.id)
     return len(connection.execute(statement, rows).all())

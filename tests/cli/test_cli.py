@@ -808,6 +808,76 @@ def test_a_bad_import_line_says_that_nothing_was_imported(cli: Run, tmp_path: Pa
     one_error_line(cli("import", str(dump), "--db", str(target)), "line 2", "nothing was imported")
 
 
+def test_an_import_message_id_past_64_bits_is_one_line_and_imports_nothing(
+    cli: Run, tmp_path: Path
+) -> None:
+    """Before, the id reached the driver: OverflowError, a traceback, after the line passed."""
+    dump, target = tmp_path / "big.jsonl", tmp_path / "target.db"
+    message = {"id": 2**64, "role": "user", "content": "a", "timestamp": 1}
+    session = {"id": "s", "source": "cli", "started_at": 1, "messages": [message]}
+    dump.write_text(json.dumps(session) + "\n")
+    done = cli("import", str(dump), "--db", str(target))
+    one_error_line(done, "line 1", "messages[0].id", "64 bits", "nothing was imported")
+    with SessionDB(target) as db:
+        assert db.session_count() == 0 and db.message_count() == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "where"),
+    [
+        ("input_tokens", "session"),
+        ("estimated_cost_usd", "session"),
+        ("actual_cost_usd", "session"),
+        ("token_count", "message"),
+    ],
+)
+def test_an_import_with_a_negative_count_or_cost_is_refused_as_an_append_would_be(
+    cli: Run, tmp_path: Path, field: str, where: str
+) -> None:
+    """Before, import stored -5 tokens or -2.5 USD that append and record_usage refuse."""
+    dump, target = tmp_path / "negative.jsonl", tmp_path / "target.db"
+    message: dict[str, object] = {"role": "user", "content": "a", "timestamp": 1}
+    session: dict[str, object] = {"id": "s", "source": "cli", "started_at": 1}
+    (session if where == "session" else message)[field] = -5
+    dump.write_text(json.dumps({**session, "messages": [message]}) + "\n")
+    done = cli("import", str(dump), "--db", str(target))
+    one_error_line(done, "line 1", field, ">= 0", "nothing was imported")
+    with SessionDB(target) as db:
+        assert db.session_count() == 0 and db.message_count() == 0
+
+
+def test_an_import_of_a_session_that_is_its_own_parent_is_refused(cli: Run, tmp_path: Path) -> None:
+    """Before, it was imported as a child of itself: in no listing (not a root), its own
+    ancestor and descendant."""
+    dump, target = tmp_path / "loop.jsonl", tmp_path / "target.db"
+    loop = {"id": "y", "source": "cli", "started_at": 1, "parent_session_id": "y"}
+    dump.write_text(json.dumps({**loop, "messages": []}) + "\n")
+    done = cli("import", str(dump), "--db", str(target))
+    one_error_line(done, "line 1", "parent_session_id", "itself", "nothing was imported")
+    with SessionDB(target) as db:
+        assert db.session_count() == 0
+
+
+def test_an_import_whose_parents_form_a_loop_keeps_every_session_listed(
+    cli: Run, tmp_path: Path
+) -> None:
+    """Before, a -> b -> a was linked as written: neither was a root, so neither was listed,
+    and each was the other's ancestor."""
+    dump, target = tmp_path / "loop.jsonl", tmp_path / "target.db"
+    rows = [
+        {"id": "a", "source": "cli", "started_at": 1, "parent_session_id": "b", "messages": []},
+        {"id": "b", "source": "cli", "started_at": 2, "parent_session_id": "a", "messages": []},
+    ]
+    dump.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = ok(cli("import", str(dump), "--db", str(target)))
+    assert "descends from it" in done.stderr and "Traceback" not in done.stderr
+    with SessionDB(target) as db:
+        roots = [s["id"] for s in db.list_sessions_rich(include_children=False)]
+        assert len(roots) == 1
+        chain = [entry["id"] for entry in db.get_ancestors(roots[0])]
+        assert chain == roots and sorted(s["id"] for s in db.export_all()) == ["a", "b"]
+
+
 def test_prune_prints_what_its_batches_deleted(cli: Run, store: Path) -> None:
     """One plan: the count is the batches' own, and the sessions listed are the ones deleted."""
     done = as_json(cli("prune", "--older-than", "30", "--db", str(store), "--json"))

@@ -289,3 +289,31 @@ def test_the_route_probes_once_per_recheck_and_keeps_reads_after_a_write_on_the_
     assert not (tmp_path / "unused.db").exists()
     with pytest.raises(InvalidInputError, match="max_replica_lag must be a number"):
         ReadRoute(engine, measure, primary_key="p", max_lag_s="5")  # type: ignore[arg-type]
+
+
+def test_a_read_url_naming_another_database_is_never_read_from(pg_url: URL) -> None:
+    """Before, a database that is not in recovery counted as a current replica whatever it
+    was, so a ``read_url`` naming another store served that store's sessions as this one's."""
+    from tests.conftest import create_pg_database, drop_pg_database
+
+    elsewhere = create_pg_database(pg_url.set(database="postgres"), "elsewhere")
+    try:
+        with SessionDB(_url(elsewhere)) as other:
+            other.create_session("theirs", "cli")
+            other.append_message("theirs", "user", "words of another store")
+        _add(pg_url, "mine", "words of this store")
+        with SessionDB(_url(pg_url), read_url=_url(elsewhere)) as db:
+            assert [s["id"] for s in db.list_sessions_rich()] == ["mine"]
+            assert [h["session_id"] for h in db.search_messages("words")] == ["mine"]
+            route = db.store.read_route
+            assert route is not None
+            reading = route.reading()
+            assert reading.state is ReplicaState.DOWN
+            assert "not a replica" in reading.detail and str(elsewhere.database) in reading.detail
+        # The primary itself, named another way, is still a current "replica".
+        itself = pg_url.set(host="localhost" if pg_url.host != "localhost" else "127.0.0.1")
+        with Store(pg_url, read_url=itself) as store:
+            assert store.read_route is not None
+            assert store.read_route.reading().state is ReplicaState.OK
+    finally:
+        drop_pg_database(elsewhere)

@@ -339,3 +339,44 @@ def test_a_folder_this_user_may_not_enter_is_a_store_error_not_an_oserror(
         private.mkdir(mode=0o700)
         kind, said = as_other_user(lambda: backup(path, private))
         assert kind == "BackupError" and str(private) in said, (kind, said)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and util-linux setpriv to act as another user",
+)
+def test_a_store_this_user_cannot_read_is_a_named_error_and_leaves_no_folder() -> None:
+    """Before, ``backup`` of a 0600 file of root's, run by another user, raised the driver's
+    bare ``OperationalError`` (the CLI printed a traceback) and left an empty backup folder."""
+    with shared_folder() as shared:
+        path = shared / "state.db"
+        _store(path)
+        path.chmod(0o600)
+        folder = shared / "backups"
+        shared.chmod(0o777)
+
+        def attempt() -> str:
+            from hermes_store.errors import StoreError
+
+            try:
+                backup(path, folder)
+            except StoreError as error:
+                return f"{type(error).__name__}: {error}"
+            return "backed up"
+
+        outcome, said = as_other_user(attempt)
+        assert outcome == "ok", said
+        assert "BackupError" in said and str(path) in said and "uid 0" in said
+        assert not folder.exists()
+        uid, gid = other_user()
+        done = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", sys.executable]
+            + ["-m", "hermes_store.cli", "backup", "--db", str(path), "--to", str(folder)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=300,
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("error: ") and str(path) in done.stderr
+        assert not folder.exists()

@@ -566,3 +566,28 @@ def test_a_message_whose_text_is_not_utf8_is_kept(tmp_path: Path) -> None:
         kept = {m["id"]: m["content"] for m in db.get_messages("bad")}
         assert kept[message_id] == READ_AS
         assert len(kept) == 2
+
+
+@pytest.mark.parametrize("agent_file", [False, True], ids=["ours", "agent-v25"])
+def test_archived_and_pinned_are_recovered(tmp_path: Path, agent_file: bool) -> None:
+    """Before, the flags were left out ("columns the head schema does not have") although
+    the head schema has them (revision 0016): recovered sessions came back listed, unpinned."""
+    source = tmp_path / "state.db"
+    if agent_file:
+        build_upstream_db(source, 25)
+        with sqlite3.connect(source) as raw:
+            raw.execute("UPDATE sessions SET archived = 1 WHERE id = 'up_root'")
+            raw.execute("UPDATE sessions SET pinned = 1 WHERE id = 'up_other'")
+        archived, pinned = "up_root", "up_other"
+    else:
+        small_store(source, {"a": ["one"], "b": ["two"], "c": ["three"]})
+        with SessionDB(source) as db:
+            db.set_session_archived("a", True)
+            db.set_session_pinned("b", True)
+        archived, pinned = "a", "b"
+    report = recover(source, tmp_path / "new.db")
+    assert not any("archived" in note for note in report.notes), report.notes
+    with SessionDB(tmp_path / "new.db") as db:
+        flags = {row["id"]: (row["archived"], row["pinned"]) for row in db.export_all()}
+    assert flags[archived] == (1, 0) and flags[pinned] == (0, 1)
+    assert sum(a + p for a, p in flags.values()) == 2

@@ -1189,6 +1189,20 @@ def test_a_bad_patience_for_one_unit_is_invalid_input(seeded: SessionDB, patienc
     assert "patience_s" in str(error)
 
 
+@pytest.mark.parametrize("patience", [1e308, 1e10, 3e6])
+def test_a_patience_past_what_the_database_takes_waits_as_long_as_it_can(
+    store_url: str, patience: float
+) -> None:
+    """Before, a patience whose milliseconds overflow failed every unit: on SQLite 1e308
+    raised OverflowError (a CLI traceback for ``--patience 1e308``), on PostgreSQL anything
+    past 2**31 - 1 ms (about 24.8 days) was refused as ``lock_timeout``."""
+    with SessionDB(store_url, policy=ContentionPolicy(patience_s=patience)) as db:
+        db.create_session("s1", "cli")
+        with db.store.write(patience_s=patience) as uow:
+            uow.messages.append("s1", MessageIn("user", "written"))
+        assert db.message_count("s1") == 1
+
+
 @pytest.mark.parametrize(
     "url",
     [

@@ -92,6 +92,47 @@ def test_copy_is_complete_and_idempotent(tmp_path: Path, new_target: Any) -> Non
         assert new_id > max(m["id"] for s in _everything(source) for m in s["messages"])
 
 
+def test_copy_keeps_archived_and_pinned(tmp_path: Path, new_target: Any) -> None:
+    """Before, the flags were left behind: every copied session came out listed and unpinned."""
+    source = tmp_path / "state.db"
+    _seed(source)
+    with SessionDB(source) as db:
+        db.set_session_archived("z_root", True)  # the whole chain
+        db.set_session_pinned("lonely", True)
+    target = new_target()
+    copy_store(source, target, batch_size=2)
+    assert _everything(target) == _everything(source)
+    flags = {s["id"]: (s["archived"], s["pinned"]) for s in _everything(target)}
+    assert flags["z_root"] == (1, 0) and flags["lonely"] == (0, 1)
+
+
+def test_a_bad_batch_size_is_a_named_error_before_anything_is_opened(tmp_path: Path) -> None:
+    """Before, a string or None failed on a comparison (TypeError), 2.5 on the source's
+    LIMIT, and a size past 64 bits escaped as OverflowError (a traceback from the CLI),
+    after the target had been created."""
+    from hermes_store import InvalidInputError
+
+    source = tmp_path / "state.db"
+    _seed(source)
+    target = tmp_path / "target.db"
+    bad_sizes: list[Any] = ["3", 2.5, None, True, 0, 2**64]
+    for bad in bad_sizes:
+        with pytest.raises(InvalidInputError, match="batch_size"):
+            copy_store(source, target, batch_size=bad)
+    assert not target.exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "hermes_store.cli", "copy", "--from", str(source)]
+        + ["--to", str(target), "--batch-size", str(2**64)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: batch_size must fit in 64 bits")
+    assert not target.exists()
+
+
 def test_copy_back_from_postgresql_to_sqlite_gives_the_same_store(
     tmp_path: Path, pg_fresh_url: Any
 ) -> None:

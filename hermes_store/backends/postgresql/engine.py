@@ -47,6 +47,13 @@ if TYPE_CHECKING:
 
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 """Serialization failure and deadlock: the whole transaction may simply run again."""
+FOREIGN_KEY_SQLSTATE = "23503"
+"""foreign_key_violation: under READ COMMITTED, a row the unit checked was deleted (or one it
+was deleting was given a message) by a transaction that committed between the check and the
+write. Run again, the unit's checks see that commit and say so by name."""
+FOREIGN_KEY_ATTEMPTS = 3
+"""Runs of a unit a foreign key failed: a race does not repeat every time, a rule broken
+outright does (its error then goes up as it is)."""
 LOCK_TIMEOUT_SQLSTATE = "55P03"
 """lock_not_available: a row lock was not granted within ``lock_timeout``."""
 
@@ -68,9 +75,13 @@ def sqlstate(error: BaseException) -> str | None:
     return getattr(original, "sqlstate", None)
 
 
+LOCK_TIMEOUT_MAX_MS = 2**31 - 1
+"""The largest ``lock_timeout`` the server takes: a longer patience waits this long a lock."""
+
+
 def _milliseconds(seconds: float) -> int:
     # lock_timeout = 0 means "wait forever" in PostgreSQL; patience 0 means "do not wait".
-    return max(1, int(seconds * 1000))
+    return max(1, int(min(seconds * 1000, LOCK_TIMEOUT_MAX_MS)))
 
 
 POOL_MODE_OPTION = "pool_mode"
@@ -224,7 +235,8 @@ def retry_aborted(
     where: str,
     first: DBAPIError | None = None,
 ) -> _T:
-    """``run()``, run again when PostgreSQL aborted its transaction (deadlock, serialization).
+    """``run()``, run again when PostgreSQL aborted its transaction (deadlock, serialization,
+    a foreign key a concurrent commit broke: :data:`FOREIGN_KEY_SQLSTATE`).
 
     ``run`` is exactly one unit of work whose arguments were checked before it
     began, and a failed unit left the database as it was, so running it again
@@ -247,7 +259,10 @@ def retry_aborted(
     while True:
         state = sqlstate(error)
         now = time.monotonic()
-        if state not in RETRYABLE_SQLSTATES:
+        if state == FOREIGN_KEY_SQLSTATE:
+            if attempts >= FOREIGN_KEY_ATTEMPTS:
+                raise error
+        elif state not in RETRYABLE_SQLSTATES:
             raise error
         if now >= deadline:
             raise StoreLockedError(where, now - started, attempts) from error

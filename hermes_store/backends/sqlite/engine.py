@@ -362,7 +362,7 @@ def _begin_immediate(
     attempts = 0
     pauses: list[float] = []
     busy_ms = busy_timeout_ms
-    left_ms = int(patience_s * 1000)
+    left_ms = int(min(patience_s * 1000, busy_timeout_ms))  # only compared with busy_ms
     try:
         while True:
             if failed_first is not None:
@@ -385,7 +385,7 @@ def _begin_immediate(
             pause = min(random.uniform(policy.jitter_min_s, policy.jitter_max_s), deadline - now)
             pauses.append(pause)
             time.sleep(pause)
-            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            left_ms = max(0, int(min((deadline - time.monotonic()) * 1000, busy_timeout_ms)))
     finally:
         if busy_ms != busy_timeout_ms:
             dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")

@@ -40,7 +40,7 @@ from sqlalchemy import bindparam, insert, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from hermes_store.backends.layout import BIGRAM_TABLE, STANDARD
+from hermes_store.backends.layout import BIGRAM_TABLE, KEEPING_COLUMNS, STANDARD
 from hermes_store.backends.shapes import writable_sessions
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import StoreError
@@ -237,6 +237,8 @@ def _build(found: Salvage, path: Path, report: RecoveryReport) -> None:
         with store.write() as uow:
             if links:
                 uow.connection.execute(_LINK_PARENT, links)
+            for session_id, archived, pinned in _flags(found, sessions):
+                uow.keeping.restore_flags(session_id, archived=archived, pinned=pinned)
         with store.write() as uow:
             triggers = _drop_index_triggers(uow.connection)
         messages = _insert(store, messages, _insert_messages, "message", report)
@@ -306,6 +308,16 @@ _LINK_PARENT = (
 _MOVE_SEQUENCE = text(
     "UPDATE sqlite_sequence SET seq = :seq WHERE name = 'messages' AND seq < :seq"
 )
+
+
+def _flags(found: Salvage, written: list[dict[str, Any]]) -> Iterator[tuple[str, bool, bool]]:
+    """(id, archived, pinned) of the written sessions the damaged file flagged; a flag that
+    is not 0 or 1 (a damaged cell) counts as unset."""
+    for row in written:
+        salvaged = found.sessions.get(row["id"], {})
+        archived, pinned = (salvaged.get(name) in (1, True) for name in KEEPING_COLUMNS)
+        if archived or pinned:
+            yield row["id"], archived, pinned
 
 
 def _sessions_to_write(found: Salvage, report: RecoveryReport) -> list[dict[str, Any]]:

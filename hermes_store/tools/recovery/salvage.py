@@ -32,6 +32,7 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, Table, Text
 
+from hermes_store.backends.layout import KEEPING_COLUMNS
 from hermes_store.backends.shapes import storage_type
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.schema.tables import messages_table, sessions_table
@@ -120,7 +121,9 @@ class _Shape:
     constraints.
     """
 
-    def __init__(self, model: Table, columns: list[str], rowid_alias: str | None) -> None:
+    def __init__(
+        self, model: Table, columns: list[str], rowid_alias: str | None, extra: tuple[str, ...]
+    ) -> None:
         self.columns = columns
         self.rowid_alias = rowid_alias
         required_names = {c.name for c in model.columns if not c.nullable or c.name == "id"}
@@ -142,7 +145,7 @@ class _Shape:
             self.kinds.append((name, kind, required))
         required_at = [index for index, (_n, _k, needed) in enumerate(self.kinds) if needed]
         self.least = (max(required_at) + 1) if required_at else 1
-        self.known = {column.name for column in model.columns}
+        self.known = {column.name for column in model.columns} | set(extra)
 
     def row(self, values: list[Any], rowid: int | None) -> dict[str, Any] | None:
         """The row as the model's columns, or None when the values cannot be this table's."""
@@ -246,15 +249,17 @@ def _shapes(
     those lack a column we require (a file whose text is whole is read as it says: our
     earlier revisions placed some sessions columns differently)."""
     ours = [column.name for column in model.columns]
+    extra = KEEPING_COLUMNS if model is sessions_table else ()
     declared = _declared(sql)
     if declared is None:
-        return [_Shape(model, ours, rowid_alias)]
+        return [_Shape(model, ours, rowid_alias, extra)]
     columns, renamed = _reconcile(declared, model)
     found.renamed_columns += [f"{table}.{damaged} -> {name}" for damaged, name in renamed]
-    found.dropped_columns += [f"{table}.{name}" for name in columns if name not in ours]
-    shapes = [_Shape(model, columns, rowid_alias)]
+    kept = set(ours) | set(extra)
+    found.dropped_columns += [f"{table}.{name}" for name in columns if name not in kept]
+    shapes = [_Shape(model, columns, rowid_alias, extra)]
     if not shapes[0].complete:  # a required name of ours is lost beyond recognition
-        shapes.append(_Shape(model, ours, rowid_alias))
+        shapes.append(_Shape(model, ours, rowid_alias, extra))
     return shapes
 
 
