@@ -30,7 +30,7 @@ from hermes_store.backends.layout import WORD_INDEX as STORE_WORD_INDEX
 from hermes_store.backends.postgresql.cjk_pairs import TABLE_NAME as PAIR_TABLE
 from hermes_store.backends.postgresql.plans import CUSTOM_PLAN
 from hermes_store.backends.postgresql.tsquery import tsquery_text
-from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS
+from hermes_store.backends.postgresql.word_index import VECTOR_COLUMN, WORD_INDEX_CHARS, cut_text
 from hermes_store.backends.search_filters import filter_sql
 from hermes_store.backends.sqlite.search import match_statement
 from hermes_store.domain.substrings import TRIGRAM
@@ -47,6 +47,13 @@ HEADLINE_OPTIONS = (
     "StartSel=>>>, StopSel=<<<, MaxFragments=1, MaxWords=40, MinWords=20, ShortWord=0"
 )
 ELLIPSIS = "..."
+EDGE_CHARS = 40
+"""Punctuation alone before or after a snippet is shown as written up to this long, else ``...``.
+
+The headline is made on the cut text (:func:`marks_on_text`), whose edges
+PostgreSQL trims of the spaces the punctuation became; FTS5's snippet keeps
+a path's leading ``/`` or a sentence's last ``.``.
+"""
 
 
 @lru_cache(maxsize=1)
@@ -135,12 +142,19 @@ def word_statement(sources: bool, excluded: bool, roles: bool, walk: bool = Fals
 
 _HITS = f"""
             SELECT m.id, m.session_id, m.role,
-                   CASE WHEN hl.found_at > 1 AND btrim(LEFT(hl.content, hl.found_at - 1)) <> ''
-                        THEN '{ELLIPSIS}' ELSE '' END
-                   || hl.headline
-                   || CASE WHEN hl.found_at > 0
-                            AND btrim(SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))) <> ''
-                        THEN '{ELLIPSIS}' ELSE '' END AS snippet,
+                   CASE WHEN hl.found_at = 0 THEN ''
+                        WHEN btrim(LEFT(hl.cut, hl.found_at - 1)) <> '' THEN '{ELLIPSIS}'
+                        WHEN hl.found_at - 1 <= {EDGE_CHARS} THEN LEFT(hl.content, hl.found_at - 1)
+                        ELSE '{ELLIPSIS}' END AS snippet_before,
+                   hl.headline AS snippet,
+                   CASE WHEN hl.found_at > 0
+                        THEN SUBSTR(hl.content, hl.found_at, LENGTH(hl.plain)) END AS snippet_text,
+                   CASE WHEN hl.found_at = 0 THEN ''
+                        WHEN btrim(SUBSTR(hl.cut, hl.found_at + LENGTH(hl.plain))) <> ''
+                             THEN '{ELLIPSIS}'
+                        WHEN LENGTH(hl.cut) - hl.found_at - LENGTH(hl.plain) < {EDGE_CHARS}
+                             THEN SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))
+                        ELSE '{ELLIPSIS}' END AS snippet_after,
                    m.timestamp, m.tool_name,
                    s.source, s.model, s.started_at AS session_started,
                    page.rank
@@ -148,15 +162,19 @@ _HITS = f"""
             JOIN messages m ON m.id = page.id
             JOIN sessions s ON s.id = m.session_id
             CROSS JOIN LATERAL (
-                SELECT marked.content, marked.headline, marked.plain,
-                       POSITION(marked.plain IN marked.content) AS found_at
+                SELECT marked.content, marked.cut, marked.headline, marked.plain,
+                       POSITION(marked.plain IN marked.cut) AS found_at
                 FROM (
-                    SELECT made.content, made.headline,
+                    SELECT made.content, made.cut, made.headline,
                            REPLACE(REPLACE(made.headline, '>>>', ''), '<<<', '') AS plain
                     FROM (
-                        SELECT COALESCE(m.content, '') AS content,
-                               ts_headline('simple', {INDEXED_TEXT}, {TSQUERY},
+                        SELECT cut.content, cut.cut,
+                               ts_headline('simple', cut.cut, {TSQUERY},
                                            '{HEADLINE_OPTIONS}') AS headline
+                        FROM (
+                            SELECT COALESCE(m.content, '') AS content,
+                                   {cut_text(INDEXED_TEXT)} AS cut
+                        ) AS cut
                         OFFSET 0
                     ) AS made
                 ) AS marked
@@ -282,19 +300,50 @@ _WORK_MEM = text(
 _WORK_MEM_BACK = text("SELECT set_config('work_mem', :p_mem, true)")
 
 
-_WINDOW_COLUMNS = frozenset(("window_low", "window_found", "rank"))
+_WINDOW_COLUMNS = frozenset(
+    ("window_low", "window_found", "rank", "snippet_before", "snippet_text", "snippet_after")
+)
 """What a window statement returns beside a hit's own columns."""
+_MARKS = (">>>", "<<<")
 
 
 def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
     """A window statement's rows as (the page, the window's edge)."""
     low = rows[0]["window_low"] if rows else None
-    page = [
-        {key: value for key, value in row.items() if key not in _WINDOW_COLUMNS}
-        for row in rows
-        if row["id"] is not None
-    ]
+    page = []
+    for row in rows:
+        if row["id"] is None:
+            continue
+        hit = {key: value for key, value in row.items() if key not in _WINDOW_COLUMNS}
+        marked = marks_on_text(row["snippet"], row["snippet_text"])
+        hit["snippet"] = row["snippet_before"] + marked + row["snippet_after"]
+        page.append(hit)
     return page, low
+
+
+def marks_on_text(headline: str, text: str | None) -> str:
+    """``headline``'s marks put back on ``text``, the characters they were made on as written.
+
+    The headline is made on the text cut by :func:`cut_text` (so a word
+    inside a path or a host is found and marked, as FTS5 marks it), which
+    differs from ``text`` only where punctuation became a space; the marks
+    themselves cannot come from the text, whose ``<`` and ``>`` were cut.
+    """
+    if text is None:
+        return headline
+    out: list[str] = []
+    at = 0
+    i = 0
+    while i < len(headline):
+        mark = headline[i : i + 3]
+        if mark in _MARKS:
+            out.append(mark)
+            i += 3
+            continue
+        out.append(text[at])
+        at += 1
+        i += 1
+    return "".join(out)
 
 
 @lru_cache(maxsize=64)

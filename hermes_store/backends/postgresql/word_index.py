@@ -61,10 +61,21 @@ def vector_of(text: str) -> str:
     The text's punctuation becomes spaces before the parser reads it, so the
     lexemes are the pieces FTS5 indexes (see the module's notes).
     """
-    cut = (
-        f"regexp_replace(LEFT(COALESCE({text}, ''), {WORD_INDEX_CHARS}), '{CUT_PATTERN}', ' ', 'g')"
+    return (
+        f"to_tsvector('simple', {cut_text(f'LEFT(COALESCE({text}, {EMPTY}), {WORD_INDEX_CHARS})')})"
     )
-    return f"to_tsvector('simple', {cut})"
+
+
+EMPTY = "''"
+
+
+def cut_text(text: str) -> str:
+    """``text`` with its punctuation made spaces, one for one: the same length, cut as FTS5 cuts.
+
+    What the vector is made of, and what a snippet is marked on (the marks
+    then go back onto the text as written, at the same places).
+    """
+    return f"regexp_replace({text}, '{CUT_PATTERN}', ' ', 'g')"
 
 
 VECTOR_EXPRESSION = vector_of("content")
