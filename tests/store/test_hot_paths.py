@@ -184,6 +184,41 @@ def test_a_thread_reuses_one_connection_across_units(db: SessionDB) -> None:
     assert db.store.engine.pool.checkedout() == 1, "kept, not returned, between units"
 
 
+def test_units_on_a_kept_connection_share_its_repositories_for_one_layout(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    with db.store.write() as uow:
+        sessions, messages = uow.sessions, uow.messages
+    with db.store.write() as uow:
+        assert uow.messages is messages and uow.sessions is sessions
+    with db.store.read() as uow:
+        spare = db.store.write()  # the kept connection is busy: a spare, its own repositories
+        with spare as inner:
+            assert inner.messages is not messages and inner.connection is not uow.connection
+
+
+def test_an_invalidated_kept_connection_reconnects_and_the_next_append_lands(
+    db: SessionDB, db_path: Path
+) -> None:
+    """What a unit reads once per kept connection (its driver, rules) follows a reconnect."""
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "one")
+    with db.store.write() as uow:
+        kept = uow.connection
+        old_driver = kept.connection.driver_connection
+        messages = uow.messages
+    kept.invalidate()  # the kept connection: closed under the store, between units
+    db.append_message("s", "user", "two")
+    with db.store.write() as uow:
+        assert uow.connection.connection.driver_connection is not old_driver
+        assert uow.messages is not messages, "repositories are rebuilt with the connection"
+    assert [m["content"] for m in db.get_messages("s")] == ["one", "two"]
+    raw = sqlite3.connect(db_path)
+    try:
+        assert raw.execute("SELECT message_count FROM sessions WHERE id = 's'").fetchone() == (2,)
+    finally:
+        raw.close()
+
+
 def test_a_unit_inside_a_unit_gets_a_spare_connection_closed_afterwards(db: SessionDB) -> None:
     db.create_session("s", "cli")
     pool = db.store.engine.pool
