@@ -138,9 +138,14 @@ class Prepared:
         values = form.values(params)
         if form.processors:
             return self._execute_sqlite(connection, form, values)
-        # The common case inline: no processor, one call to the driver.
+        # The common case inline: no processor, the driver reached without a call
+        # (what ``_driver_of`` does), one call to it.
+        pool_connection = connection._dbapi_connection  # noqa: SLF001
+        if pool_connection is None:
+            pool_connection = connection.connection
+        driver: sqlite3.Connection = pool_connection.dbapi_connection  # type: ignore[assignment]
         try:
-            return _driver_of(connection).execute(form.sql, values)
+            return driver.execute(form.sql, values)
         except connection.dialect.loaded_dbapi.Error as error:  # looked up only on a failure
             raise driver_error(connection.dialect, form.sql, values, error) from error
 
