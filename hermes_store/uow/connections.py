@@ -136,12 +136,13 @@ class ThreadConnections:
         connection, kept = self._acquire()
         watch = self._watch
         try:
-            if kept is not None:
+            # The test of KeptConnection.refresh inline: a call per unit saved.
+            if kept is not None and connection._dbapi_connection is not kept.pool_connection:  # noqa: SLF001
                 kept.refresh(self.backend)
             if watch is not None:
                 info = None if kept is None else kept.info
                 watch.follow(connection, self.adopting, self.on_replaced, info)
-                if kept is not None:
+                if kept is not None and connection._dbapi_connection is not kept.pool_connection:  # noqa: SLF001
                     kept.refresh(self.backend)  # a replacement followed: a new connection
         except BaseException:
             self.release(connection, kept)

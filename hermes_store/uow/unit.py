@@ -211,9 +211,12 @@ class UnitOfWork:
             self._raise_named(error, connecting=True)
         try:
             backend = self._connections.backend
-            self._rules, self._driver = rules, driver = self._connections.driver_of(
-                connection, self._kept
-            )
+            kept = self._kept
+            if kept is not None:  # read once per kept connection (ThreadConnections.acquire)
+                rules, driver = kept.rules, kept.driver
+            else:
+                rules, driver = self._connections.driver_of(connection, None)
+            self._rules, self._driver = rules, driver
             if rules is not None:
                 self._errors = rules.errors
                 rules.begin(driver, write=self._write, patience_s=self._patience_s)
