@@ -42,7 +42,7 @@ _C_SOURCE = """
 void meter_zero(void) { CALLGRIND_ZERO_STATS; }
 void meter_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 """
-_MESSAGE = {"role": "assistant", "content": "a reply of a few words, as most are", "token_count": 9}
+_MESSAGE: dict[str, Any] = {"role": "assistant", "content": "a reply of a few words, as most are", "token_count": 9}
 FILES = ("head", "agent v10", "agent v25")
 
 
@@ -117,7 +117,7 @@ def child(library: Path, path: Path, calls: int) -> None:
 
     connection, kept = connections.acquire()
     try:
-        driver = connection.connection.driver_connection
+        driver: Any = connection.connection.driver_connection
         rules = backend.driver_rules(connection)
         assert rules is not None
         meter.region("fork check: os.getpid()", lambda: os.getpid())
@@ -172,6 +172,7 @@ def child(library: Path, path: Path, calls: int) -> None:
             params = {"p_id": "s1", "p_messages": 0, "p_tool_calls": 0}
             bump.rowcount(connection, params)
             form = bump._sqlite  # noqa: SLF001
+            assert form is not None  # compiled by the call above
             values = form.values(params)
             meter.region(
                 "counter UPDATE through Prepared", lambda: bump.rowcount(connection, params)
