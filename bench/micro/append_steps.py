@@ -42,7 +42,11 @@ _C_SOURCE = """
 void meter_zero(void) { CALLGRIND_ZERO_STATS; }
 void meter_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 """
-_MESSAGE: dict[str, Any] = {"role": "assistant", "content": "a reply of a few words, as most are", "token_count": 9}
+_MESSAGE: dict[str, Any] = {
+    "role": "assistant",
+    "content": "a reply of a few words, as most are",
+    "token_count": 9,
+}
 FILES = ("head", "agent v10", "agent v25")
 
 
