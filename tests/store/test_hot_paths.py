@@ -340,3 +340,31 @@ def test_prepared_statements_apply_the_columns_bind_processors(db_path: Path) ->
     with closing(sqlite3.connect(db_path)) as connection:
         stored = connection.execute("SELECT typeof(timestamp), timestamp FROM messages").fetchall()
     assert stored == [("real", 1700000000.25)] * 4
+
+
+def test_an_insert_that_fails_after_the_counter_update_leaves_the_counters(
+    db_path: Path,
+) -> None:
+    """The second append runs on the repositories the first left, and fails at its INSERT.
+
+    Another program's trigger refuses the row after the counter UPDATE ran
+    in the same transaction: the unit rolls both back, so the session's
+    counters and messages are what they were.
+    """
+    with SessionDB(db_path) as db:
+        db.create_session("s", "cli")
+        db.append_message("s", "user", "kept", tool_calls=[{"id": "a"}])
+        raw = sqlite3.connect(db_path)
+        try:
+            raw.execute(
+                "CREATE TRIGGER refuse_second BEFORE INSERT ON messages "
+                "BEGIN SELECT RAISE(ABORT, 'refused by another program'); END"
+            )
+            raw.commit()
+        finally:
+            raw.close()
+        with pytest.raises(IntegrityError, match="refused by another program"):
+            db.append_message("s", "assistant", "lost", tool_calls=[{"id": "b"}])
+        session = db.get_session("s")
+        assert (session["message_count"], session["tool_call_count"]) == (1, 1)
+        assert [m["content"] for m in db.get_messages("s")] == ["kept"]
