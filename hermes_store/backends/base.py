@@ -62,8 +62,12 @@ class FileWatch(Protocol):
         connection: Connection,
         adopting: Callable[[str], None] | None,
         on_replaced: Callable[[], None] | None,
+        info: dict[Any, Any] | None = None,
     ) -> None:
-        """Move ``connection`` to the file now at the path, or refuse it (StoreReplacedError)."""
+        """Move ``connection`` to the file now at the path, or refuse it (StoreReplacedError).
+
+        ``info`` is ``connection.info`` where the caller holds it already.
+        """
 
 
 @runtime_checkable

@@ -138,9 +138,14 @@ class Prepared:
         values = form.values(params)
         if form.processors:
             return self._execute_sqlite(connection, form, values)
-        # The common case inline: no processor, one call to the driver.
+        # The common case inline: no processor, the driver reached without a call
+        # (what ``_driver_of`` does), one call to it.
+        pool_connection = connection._dbapi_connection  # noqa: SLF001
+        if pool_connection is None:
+            pool_connection = connection.connection
+        driver: sqlite3.Connection = pool_connection.dbapi_connection  # type: ignore[assignment]
         try:
-            return _driver_of(connection).execute(form.sql, values)
+            return driver.execute(form.sql, values)
         except connection.dialect.loaded_dbapi.Error as error:  # looked up only on a failure
             raise driver_error(connection.dialect, form.sql, values, error) from error
 
@@ -186,11 +191,16 @@ def _driver_of(connection: Connection) -> sqlite3.Connection:
     """The sqlite3 connection under ``connection``, reconnecting it if it was invalidated.
 
     The pool's ``dbapi_connection`` is the driver's own connection for
-    sqlite3 (only async drivers wrap it), so this is one property of
-    SQLAlchemy's (which reconnects an invalidated connection) instead of the
-    three that ``driver_connection`` goes through on every statement.
+    sqlite3 (only async drivers wrap it). The Connection's pool connection is
+    read as the attribute it is while it is there; only an invalidated
+    Connection (the attribute None) goes through SQLAlchemy's ``connection``
+    property, which reconnects it -- the property costs a function call on
+    every statement otherwise.
     """
-    return cast(sqlite3.Connection, connection.connection.dbapi_connection)
+    pool_connection = connection._dbapi_connection  # noqa: SLF001
+    if pool_connection is None:
+        pool_connection = connection.connection
+    return cast(sqlite3.Connection, pool_connection.dbapi_connection)
 
 
 def driver_error(

@@ -221,6 +221,10 @@ class MessageRepository:
         self._s = _STANDARD if layout is STANDARD else statements_for(layout)
         self._sessions = sessions or SessionRepository(connection, layout, clock)
         self._clock = clock
+        self._refuse_locked = (
+            backend_of(connection).refuse_locked_sessions if layout.compression_locks else None
+        )
+        """The backend's compression-lock guard, looked up once (a unit reuses the repository)."""
 
     # -- writes ----------------------------------------------------------
     def append(self, session_id: str, message: MessageIn) -> int:
@@ -356,8 +360,9 @@ class MessageRepository:
         return statement.inserted_id(self._c, row)
 
     def _admit(self, session_ids: Sequence[str]) -> None:
-        if self._layout.compression_locks:
-            backend_of(self._c).refuse_locked_sessions(self._c, self._layout, session_ids)
+        refuse = self._refuse_locked
+        if refuse is not None:
+            refuse(self._c, self._layout, session_ids)
 
     def _ids_taken(self, ids: Sequence[int]) -> bool:
         taken = self._c.execute(_IDS_TAKEN, {"p_ids": list(ids)}).first()

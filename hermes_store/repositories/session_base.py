@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
 from hermes_store.backends import backend_of
+from hermes_store.backends.base import Backend
 from hermes_store.backends.layout import STANDARD, Layout
 from hermes_store.backends.prepared import Prepared
 from hermes_store.backends.shapes import (
@@ -251,7 +252,11 @@ class SessionBase:
         self._layout = layout
         self._clock = clock
         self._r = STANDARD_READS if layout is STANDARD else reads_for(layout)
-        self._backend = backend_of(connection)
+
+    @property
+    def _backend(self) -> Backend:
+        """The connection's backend, looked up where a statement needs it (an append does not)."""
+        return backend_of(self._c)
 
     def bump_counters(self, session_id: str, messages: int, tool_calls: int) -> bool:
         """Add to the counters in one atomic UPDATE; False if the session is unknown.

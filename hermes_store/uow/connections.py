@@ -26,11 +26,13 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from hermes_store.backends import backend_of
+from hermes_store.backends.base import DriverRules
 
 _log = logging.getLogger("hermes_store")
 
@@ -38,13 +40,45 @@ _log = logging.getLogger("hermes_store")
 class KeptConnection:
     """A thread's connection; returned to the pool when the thread's locals die."""
 
-    __slots__ = ("__weakref__", "busy", "connection", "pid")
+    __slots__ = (
+        "__weakref__",
+        "busy",
+        "connection",
+        "driver",
+        "info",
+        "pid",
+        "pool_connection",
+        "repositories",
+        "rules",
+    )
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.pid = os.getpid()
         self.busy = False
         """A unit of work is running on it (its transaction may be the driver's alone)."""
+        self.pool_connection: object = None
+        """The pool's connection ``info``, ``rules`` and ``driver`` were read from: they hold
+        while the Connection still runs on it (an invalidated one reconnects to another)."""
+        self.info: dict[Any, Any] = {}
+        self.rules: DriverRules | None = None
+        self.driver: Any = None
+        self.repositories: Any = None
+        """What the units of work on this connection last built on it (see ``UnitOfWork``):
+        the repositories hold nothing but the connection, the layout and the clock."""
+
+    def refresh(self, backend: Any) -> None:
+        """Read ``info``, ``rules`` and ``driver`` again if the Connection reconnected."""
+        connection = self.connection
+        current = connection._dbapi_connection  # noqa: SLF001 -- None once invalidated
+        if current is not None and current is self.pool_connection:
+            return
+        pool_connection = connection.connection  # reconnects an invalidated one
+        self.info = pool_connection.info
+        self.rules = rules = backend.driver_rules(connection)
+        self.driver = None if rules is None else pool_connection.driver_connection
+        self.repositories = None
+        self.pool_connection = pool_connection
 
     def close(self) -> None:
         if self.pid == os.getpid() and not self.connection.closed:
@@ -101,14 +135,33 @@ class ThreadConnections:
         """
         connection, kept = self._acquire()
         watch = self._watch
-        if watch is None:
-            return connection, kept
         try:
-            watch.follow(connection, self.adopting, self.on_replaced)
+            # The test of KeptConnection.refresh inline: a call per unit saved.
+            if kept is not None and connection._dbapi_connection is not kept.pool_connection:  # noqa: SLF001
+                kept.refresh(self.backend)
+            if watch is not None:
+                info = None if kept is None else kept.info
+                watch.follow(connection, self.adopting, self.on_replaced, info)
+                if kept is not None and connection._dbapi_connection is not kept.pool_connection:  # noqa: SLF001
+                    kept.refresh(self.backend)  # a replacement followed: a new connection
         except BaseException:
             self.release(connection, kept)
             raise
         return connection, kept
+
+    def driver_of(
+        self, connection: Connection, kept: KeptConnection | None
+    ) -> tuple[DriverRules | None, Any]:
+        """The backend's driver rules for ``connection`` and, with rules, its driver connection.
+
+        Read once per kept connection (:meth:`KeptConnection.refresh`), where a
+        unit would otherwise reach them through ``Connection.info`` and the
+        pool's proxy on every unit; a spare connection reads them now.
+        """
+        if kept is not None:
+            return kept.rules, kept.driver
+        rules = self.backend.driver_rules(connection)
+        return rules, None if rules is None else connection.connection.driver_connection
 
     def _acquire(self) -> tuple[Connection, KeptConnection | None]:
         kept: KeptConnection | None = getattr(self._local, "kept", None)

@@ -211,17 +211,21 @@ class UnitOfWork:
             self._raise_named(error, connecting=True)
         try:
             backend = self._connections.backend
-            self._rules = rules = backend.driver_rules(connection)
+            kept = self._kept
+            if kept is not None:  # read once per kept connection (ThreadConnections.acquire)
+                rules, driver = kept.rules, kept.driver
+            else:
+                rules, driver = self._connections.driver_of(connection, None)
+            self._rules, self._driver = rules, driver
             if rules is not None:
-                self._driver = connection.connection.driver_connection
                 self._errors = rules.errors
-                rules.begin(self._driver, write=self._write, patience_s=self._patience_s)
+                rules.begin(driver, write=self._write, patience_s=self._patience_s)
                 self._connection = connection
                 cell = self._layouts
                 layout = (
                     STANDARD
                     if cell is None
-                    else backend.current_layout(cell, connection, self._driver, write=self._write)
+                    else backend.current_layout(cell, connection, driver, write=self._write)
                 )
             else:
                 self._begin_through_sqlalchemy(connection)
@@ -238,6 +242,12 @@ class UnitOfWork:
         self.layout = layout
         self._sessions: SessionRepository | None = None
         self._messages: MessageRepository | None = None
+        kept = self._kept
+        if kept is not None and kept.repositories is not None:
+            # The previous unit's on this connection, when made for the same layout and clock.
+            made_for, clock, self._sessions, self._messages = kept.repositories
+            if made_for is not layout or clock is not self._clock:
+                self._sessions = self._messages = None
         self._search: SearchRepository | None = None
         self._keeping: KeepingRepository | None = None
         self._meta: MetaRepository | None = None
@@ -251,6 +261,7 @@ class UnitOfWork:
             from hermes_store.repositories.sessions import SessionRepository
 
             self._sessions = SessionRepository(self.connection, self.layout, self._clock)
+            self._keep_repositories()
         return self._sessions
 
     @property
@@ -262,7 +273,19 @@ class UnitOfWork:
             self._messages = MessageRepository(
                 self.connection, self.layout, self.sessions, self._clock
             )
+            self._keep_repositories()
         return self._messages
+
+    def _keep_repositories(self) -> None:
+        """Leave the unit's sessions and messages repositories to the next unit on its connection.
+
+        They hold only the connection, the layout and the clock, so a unit
+        that finds them made for its own layout and clock uses them as they
+        are, instead of building both again for every append.
+        """
+        kept = self._kept
+        if kept is not None:
+            kept.repositories = (self.layout, self._clock, self._sessions, self._messages)
 
     @property
     def search(self) -> SearchRepository:

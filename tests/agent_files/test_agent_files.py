@@ -653,3 +653,54 @@ def test_a_delete_of_many_that_fails_midway_leaves_everything_as_it_was(tmp_path
         assert (db.session_count(), db.message_count(), _message_ids(path, "up_root")) == before
         assert db.count_empty_sessions(grace_seconds=0) == 1
     _assert_sound(path)
+
+
+def test_an_upgrade_by_the_agent_under_a_running_store_is_seen_by_the_next_append(
+    tmp_path: Path,
+) -> None:
+    """The agent moves a v11 file to v25 while the store holds it open between two appends.
+
+    The second append must run on the v25 layout (the schema cookie read),
+    not on what the first append's unit left for the next one on the
+    connection: it is refused under the agent's compression lock, which
+    only v25 has, and the row it writes is one of the agent's live rows.
+    """
+    path = build_upstream_db(tmp_path / "state.db", 11)
+    with SessionDB(path) as db:
+        db.create_session("s", "cli")
+        first = db.append_message("s", "user", "before the upgrade")
+        upstream_open(path, 25)  # another process: the agent's code at v25
+        with _raw(path) as raw:
+            raw.execute(
+                "INSERT INTO compression_locks (session_id, holder, acquired_at, expires_at) "
+                "VALUES ('s', 'pid=4242', ?, ?)",
+                (time.time(), time.time() + 300),
+            )
+        with pytest.raises(SessionBusyError, match="pid=4242"):
+            db.append_message("s", "user", "lost in the rewrite")
+        assert db.get_session("s")["message_count"] == 1
+        db.create_session("t", "cli")
+        later = db.append_message("t", "assistant", "after the upgrade")
+    assert [m["id"] for m in upstream_get_messages(path, 25, "s")] == [first]
+    assert [m["id"] for m in upstream_get_messages(path, 25, "t")] == [later]
+    with _raw(path) as raw:
+        assert raw.execute("SELECT active FROM messages WHERE id = ?", (later,)).fetchone() == (1,)
+    _assert_sound(path)
+
+
+def test_a_lock_taken_between_two_appends_refuses_the_second(tmp_path: Path) -> None:
+    """The guard runs on every append, not once per connection or per unit's repositories."""
+    path = build_upstream_db(tmp_path / "state.db", 25)
+    with SessionDB(path) as db:
+        db.create_session("s", "cli")
+        db.append_message("s", "user", "first")
+        with _raw(path) as raw:
+            raw.execute(
+                "INSERT INTO compression_locks (session_id, holder, acquired_at, expires_at) "
+                "VALUES ('s', 'pid=77', ?, ?)",
+                (time.time(), time.time() + 300),
+            )
+        with pytest.raises(SessionBusyError, match="pid=77"):
+            db.append_message("s", "user", "second")
+        assert db.get_session("s")["message_count"] == 1
+        assert [m["content"] for m in db.get_messages("s")] == ["first"]

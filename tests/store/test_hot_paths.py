@@ -184,6 +184,41 @@ def test_a_thread_reuses_one_connection_across_units(db: SessionDB) -> None:
     assert db.store.engine.pool.checkedout() == 1, "kept, not returned, between units"
 
 
+def test_units_on_a_kept_connection_share_its_repositories_for_one_layout(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    with db.store.write() as uow:
+        sessions, messages = uow.sessions, uow.messages
+    with db.store.write() as uow:
+        assert uow.messages is messages and uow.sessions is sessions
+    with db.store.read() as uow:
+        spare = db.store.write()  # the kept connection is busy: a spare, its own repositories
+        with spare as inner:
+            assert inner.messages is not messages and inner.connection is not uow.connection
+
+
+def test_an_invalidated_kept_connection_reconnects_and_the_next_append_lands(
+    db: SessionDB, db_path: Path
+) -> None:
+    """What a unit reads once per kept connection (its driver, rules) follows a reconnect."""
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "one")
+    with db.store.write() as uow:
+        kept = uow.connection
+        old_driver = kept.connection.driver_connection
+        messages = uow.messages
+    kept.invalidate()  # the kept connection: closed under the store, between units
+    db.append_message("s", "user", "two")
+    with db.store.write() as uow:
+        assert uow.connection.connection.driver_connection is not old_driver
+        assert uow.messages is not messages, "repositories are rebuilt with the connection"
+    assert [m["content"] for m in db.get_messages("s")] == ["one", "two"]
+    raw = sqlite3.connect(db_path)
+    try:
+        assert raw.execute("SELECT message_count FROM sessions WHERE id = 's'").fetchone() == (2,)
+    finally:
+        raw.close()
+
+
 def test_a_unit_inside_a_unit_gets_a_spare_connection_closed_afterwards(db: SessionDB) -> None:
     db.create_session("s", "cli")
     pool = db.store.engine.pool
@@ -305,3 +340,31 @@ def test_prepared_statements_apply_the_columns_bind_processors(db_path: Path) ->
     with closing(sqlite3.connect(db_path)) as connection:
         stored = connection.execute("SELECT typeof(timestamp), timestamp FROM messages").fetchall()
     assert stored == [("real", 1700000000.25)] * 4
+
+
+def test_an_insert_that_fails_after_the_counter_update_leaves_the_counters(
+    db_path: Path,
+) -> None:
+    """The second append runs on the repositories the first left, and fails at its INSERT.
+
+    Another program's trigger refuses the row after the counter UPDATE ran
+    in the same transaction: the unit rolls both back, so the session's
+    counters and messages are what they were.
+    """
+    with SessionDB(db_path) as db:
+        db.create_session("s", "cli")
+        db.append_message("s", "user", "kept", tool_calls=[{"id": "a"}])
+        raw = sqlite3.connect(db_path)
+        try:
+            raw.execute(
+                "CREATE TRIGGER refuse_second BEFORE INSERT ON messages "
+                "BEGIN SELECT RAISE(ABORT, 'refused by another program'); END"
+            )
+            raw.commit()
+        finally:
+            raw.close()
+        with pytest.raises(IntegrityError, match="refused by another program"):
+            db.append_message("s", "assistant", "lost", tool_calls=[{"id": "b"}])
+        session = db.get_session("s")
+        assert (session["message_count"], session["tool_call_count"]) == (1, 1)
+        assert [m["content"] for m in db.get_messages("s")] == ["kept"]

@@ -49,7 +49,9 @@ def refuse_locked_sessions(
     if not layout.compression_locks:
         return
     now = time.time()
-    for session_id in sorted(set(session_ids)):
+    # An append names one session: nothing to sort or deduplicate then.
+    one = type(session_ids) is tuple and len(session_ids) == 1
+    for session_id in session_ids if one else sorted(set(session_ids)):
         held = _HELD_LOCK.rows(connection, {"p_id": session_id, "p_now": now})
         if held:
             raise SessionBusyError(str(held[0][0]), str(held[0][1]), float(held[0][2]))

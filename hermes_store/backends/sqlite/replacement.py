@@ -17,6 +17,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -47,15 +48,18 @@ class ReplacementWatch:
         connection: Connection,
         adopting: Callable[[str], None] | None,
         on_replaced: Callable[[], None] | None,
+        info: dict[Any, Any] | None = None,
     ) -> None:
         """Move ``connection`` to the file now at the path if its file was replaced, or refuse.
+
+        ``info`` is ``connection.info`` where the caller holds it already.
 
         ``adopting`` is called with the path once a replacement proved to be a
         store, before it is used (a writable store makes it private there);
         ``on_replaced`` once connections moved (the store forgets the old
         file's layout).
         """
-        opened = connection.info.get(OPENED_FILES)
+        opened = (connection.info if info is None else info).get(OPENED_FILES)
         if opened is None:
             return
         moved_from = opened if opened.replaced() else self._unadopted(opened)
