@@ -87,6 +87,20 @@ def test_a_counter_past_32_bits_is_invalid_input_and_writes_nothing(pg_url: Any)
         assert (session["input_tokens"], session["output_tokens"]) == (2**31 - 10, 0)
 
 
+def test_a_cost_sum_past_double_precision_is_named_as_a_cost(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db:
+        db.create_session("s", "cli")
+        db.update_token_counts("s", estimated_cost_usd=1e308)
+        with pytest.raises(InvalidInputError, match="costs and their sums DOUBLE PRECISION"):
+            db.update_token_counts("s", estimated_cost_usd=1e308)
+        assert db.get_session("s")["estimated_cost_usd"] == 1e308  # type: ignore[index]
+
+
+def test_a_nul_in_a_lookup_says_nothing_changed(pg_url: Any) -> None:
+    with SessionDB(pg_url) as db, pytest.raises(InvalidInputError, match="nothing was changed"):
+        db.get_session("a\x00b")
+
+
 def test_a_bare_postgresql_url_uses_psycopg_3(pg_url: Any) -> None:
     bare = pg_url.set(drivername="postgresql").render_as_string(hide_password=False)
     assert bare.startswith("postgresql://")

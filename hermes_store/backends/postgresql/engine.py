@@ -153,14 +153,15 @@ def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool)
         if isinstance(original, psycopg.DataError) and "NUL (0x00)" in str(original):
             raise InvalidInputError(
                 "text with a NUL character (U+0000) cannot be stored in or looked up "
-                "from PostgreSQL; nothing was written"
+                "from PostgreSQL; nothing was changed"
             ) from original
         # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL, and a
         # DOUBLE PRECISION sum that overflows is refused rather than stored as infinity.
         if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
             raise InvalidInputError(
                 f"a number is out of range on PostgreSQL ({str(original).splitlines()[0]}; "
-                "token counters and token_count are INTEGER there, 32-bit); nothing was written"
+                "token counters and token_count are 32-bit INTEGER there, costs and their "
+                "sums DOUBLE PRECISION); nothing was written"
             ) from original
         # Our own statements name no prepared statement: these come from psycopg's
         # automatic ones behind a transaction pooler. Nothing of the call was committed.
