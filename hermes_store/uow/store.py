@@ -411,14 +411,15 @@ class Store:
             patience_s = deadlines.cut(patience_s, deadline)
         if self.shared is not None:
             return self.shared.run(work, patience_s)
-
-        def once() -> _T:
+        try:  # the first attempt inline: the common case pays for no retry machinery
             with self.write(patience_s=patience_s) as uow:
                 return work(uow)
-
-        try:  # the first attempt inline: the common case pays for no retry machinery
-            return once()
         except DBAPIError as error:
+
+            def once() -> _T:
+                with self.write(patience_s=patience_s) as uow:
+                    return work(uow)
+
             return self.backend.retry_aborted(once, self.policy, self._failures.where, first=error)
 
     def close(self) -> None:

@@ -102,6 +102,32 @@ class UnitOfWork:
     that both agree. Other backends use SQLAlchemy's transaction and events.
     """
 
+    # Slots: a unit is made for every append, and a class with slots is made,
+    # read and dropped for less than one with an instance dict.
+    __slots__ = (
+        "_after_commit",
+        "_clock",
+        "_connection",
+        "_connections",
+        "_driver",
+        "_errors",
+        "_failures",
+        "_fallback",
+        "_keeping",
+        "_kept",
+        "_layouts",
+        "_messages",
+        "_meta",
+        "_orm",
+        "_patience_s",
+        "_rules",
+        "_search",
+        "_sessions",
+        "_transaction",
+        "_write",
+        "layout",
+    )
+
     layout: Layout
     """The file's layout as this unit's transaction sees it.
 
@@ -337,7 +363,26 @@ class UnitOfWork:
         try:
             if exc is None:
                 try:
-                    self.commit()
+                    driver = self._driver
+                    connection = self._connection
+                    if (
+                        self._orm is None
+                        and driver is not None
+                        and connection is not None
+                        and connection._transaction is None  # noqa: SLF001 -- never joined
+                    ):
+                        # :meth:`commit` inline for the unit's own transaction on the
+                        # driver (an append's): the same steps, without its calls.
+                        if driver.in_transaction:
+                            try:
+                                driver.execute("COMMIT")
+                            except self._errors as error:
+                                dialect = connection.dialect
+                                raise driver_error(dialect, "COMMIT", (), error) from error
+                            if self._write and self._rules is not None:
+                                self._rules.after_write_commit(driver)
+                    else:
+                        self.commit()
                 except BaseException as error:
                     self._rollback_after(error)  # a failed COMMIT may leave the transaction open
                     self._raise_named(error)
