@@ -53,3 +53,6 @@ def test_a_word_inside_punctuated_text_is_marked_on_the_text_as_written(
 def test_marks_go_back_onto_the_characters_they_were_made_on() -> None:
     assert marks_on_text(" var >>>lib<<< ", "/var/lib/") == "/var/>>>lib<<</"
     assert marks_on_text(">>>a<<< b", None) == ">>>a<<< b"
+    # A text whose own ">>>" the marks cannot be told from is left as the headline made it.
+    assert marks_on_text("x>>>>>y<<<", "x>>y") == "x>>>>>y<<<"
+    assert marks_on_text("<<<<>>>y<<<", "<y") == "<<<<>>>y<<<"

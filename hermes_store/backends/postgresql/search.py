@@ -169,11 +169,20 @@ _HITS = f"""
                            REPLACE(REPLACE(made.headline, '>>>', ''), '<<<', '') AS plain
                     FROM (
                         SELECT cut.content, cut.cut,
-                               ts_headline('simple', cut.cut, {TSQUERY},
-                                           '{HEADLINE_OPTIONS}') AS headline
+                               CASE WHEN cut.marked THEN cut.first
+                                    ELSE ts_headline('simple', cut.cut, {TSQUERY},
+                                                     '{HEADLINE_OPTIONS}') END AS headline
                         FROM (
-                            SELECT COALESCE(m.content, '') AS content,
-                                   {cut_text(INDEXED_TEXT)} AS cut
+                            SELECT first.content, first.first, first.marked,
+                                   CASE WHEN first.marked THEN first.content
+                                        ELSE {cut_text(INDEXED_TEXT)} END AS cut
+                            FROM (
+                                SELECT COALESCE(m.content, '') AS content, headline AS first,
+                                       POSITION('>>>' IN headline) > 0 AS marked
+                                FROM ts_headline('simple', {INDEXED_TEXT}, {TSQUERY},
+                                                 '{HEADLINE_OPTIONS}') AS headline
+                                OFFSET 0
+                            ) AS first
                         ) AS cut
                         OFFSET 0
                     ) AS made
@@ -324,10 +333,13 @@ def _page(rows: Sequence[Any]) -> tuple[list[dict[str, Any]], int | None]:
 def marks_on_text(headline: str, text: str | None) -> str:
     """``headline``'s marks put back on ``text``, the characters they were made on as written.
 
-    The headline is made on the text cut by :func:`cut_text` (so a word
-    inside a path or a host is found and marked, as FTS5 marks it), which
-    differs from ``text`` only where punctuation became a space; the marks
-    themselves cannot come from the text, whose ``<`` and ``>`` were cut.
+    A headline is first made on the text as written; only when it marks
+    nothing (the words were found inside a path, a host, a version, which
+    PostgreSQL's parser reads as one token) is it made again on the text cut
+    by :func:`cut_text`, which differs from ``text`` only where punctuation
+    became a space: cutting every hit's text cost more than the rest of the
+    page. The marks of a cut headline cannot come from the text, whose
+    ``<`` and ``>`` were cut.
     """
     if text is None:
         return headline
@@ -340,10 +352,12 @@ def marks_on_text(headline: str, text: str | None) -> str:
             out.append(mark)
             i += 3
             continue
+        if at == len(text):
+            return headline  # the text's own ">>>" or "<<<" read as marks: keep it as made
         out.append(text[at])
         at += 1
         i += 1
-    return "".join(out)
+    return "".join(out) if at == len(text) else headline
 
 
 @lru_cache(maxsize=64)
