@@ -10,13 +10,12 @@ check knows the function's body and its repair restores it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends import create_store_engine
@@ -24,52 +23,29 @@ from hermes_store.backends.postgresql.vector_fill import rewrite_vectors
 from hermes_store.backends.postgresql.word_index import (
     GLUED_VECTOR_EXPRESSION,
     GLUED_VECTOR_FUNCTION_DDL,
-    VECTOR_EXPRESSION,
     vector_function_body,
 )
 from hermes_store.schema.migrate import downgrade, upgrade, upgrade_in_steps
 from hermes_store.schema.state import HEAD_REVISION
 from hermes_store.tools.check import check
+from tests.support.pg_vectors import VectorCorpus, stale, writing
 
-MESSAGES = 2_000
-SESSIONS_SQL = (
-    "INSERT INTO sessions (id, source, started_at, model, message_count) "
-    "SELECT 's' || n, 'cli', n, 'model-' || (n % 2), 0 FROM generate_series(1, 20) AS n"
+CORPUS = VectorCorpus(
+    sessions=20,
+    messages=2_000,
+    messages_sql=(
+        "INSERT INTO messages (session_id, role, content, timestamp) "
+        "SELECT 's' || (1 + n % 20), CASE WHEN n % 3 = 0 THEN 'assistant' ELSE 'user' END, "
+        "CASE n % 4 WHEN 0 THEN 'opened src/alpha' || (n % 9) || '.sql on db' || (n % 5) "
+        "|| '.example.org' WHEN 1 THEN 'mail ops' || (n % 3) || '@example.org about v1.' "
+        "|| (n % 7) || '.2' WHEN 2 THEN 'plain words of build ' || n "
+        "ELSE 'took 1.' || (n % 10) || ' s at http://example.org/x?y=' || n END, n "
+        "FROM generate_series(CAST(:a AS int), CAST(:b AS int)) AS n"
+    ),
 )
-MESSAGES_SQL = (
-    "INSERT INTO messages (session_id, role, content, timestamp) "
-    "SELECT 's' || (1 + n % 20), CASE WHEN n % 3 = 0 THEN 'assistant' ELSE 'user' END, "
-    "CASE n % 4 WHEN 0 THEN 'opened src/alpha' || (n % 9) || '.sql on db' || (n % 5) "
-    "|| '.example.org' WHEN 1 THEN 'mail ops' || (n % 3) || '@example.org about v1.' "
-    "|| (n % 7) || '.2' WHEN 2 THEN 'plain words of build ' || n "
-    "ELSE 'took 1.' || (n % 10) || ' s at http://example.org/x?y=' || n END, n "
-    "FROM generate_series(CAST(:a AS int), CAST(:b AS int)) AS n"
-)
+MESSAGES = CORPUS.messages
 PIECES = ("alpha7", "sql", "db3", "example", "ops1", "org", "http")
 QUERIES = ("src/alpha7.sql", "alpha7", "db3.example.org", "ops1@example.org", "v1.4.2", "1.5")
-
-
-def _rows(engine: Engine, first: int, last: int) -> None:
-    with engine.begin() as connection:
-        connection.execute(text(MESSAGES_SQL), {"a": first, "b": last})
-
-
-def _populated(url: URL, revision: str) -> Engine:
-    engine = create_store_engine(url)
-    upgrade(engine, revision)
-    with engine.begin() as connection:
-        connection.execute(text(SESSIONS_SQL))
-    _rows(engine, 1, MESSAGES)
-    return engine
-
-
-def _stale(connection: Connection, expression: str = VECTOR_EXPRESSION) -> int:
-    """Messages whose stored vector is not ``expression`` of their text."""
-    return int(
-        connection.execute(
-            text(f"SELECT count(*) FROM messages WHERE content_tsv IS DISTINCT FROM {expression}")
-        ).scalar_one()
-    )
 
 
 def _indexed(connection: Connection, word: str) -> int:
@@ -102,19 +78,19 @@ def test_upgrade_from_0020_rewrites_every_vector_and_the_pieces_are_indexed(
     pg_fresh_url: Callable[[], URL],
 ) -> None:
     made_at_head = pg_fresh_url()
-    _populated(made_at_head, "head").dispose()
+    CORPUS.populated(made_at_head, "head").dispose()
     url = pg_fresh_url()
-    engine = _populated(url, "0020")
+    engine = CORPUS.populated(url, "0020")
     try:
         with engine.connect() as connection:
-            assert _stale(connection, GLUED_VECTOR_EXPRESSION) == 0
-            assert _stale(connection) > 0
+            assert stale(connection, GLUED_VECTOR_EXPRESSION) == 0
+            assert stale(connection) > 0
             assert [_indexed(connection, p) for p in PIECES] == [0, 0, 0, 0, 0, 0, 0]
         upgrade_in_steps(engine, lambda *_: None)
         with engine.connect() as connection:
             revision = connection.execute(text("SELECT version_num FROM alembic_version"))
             assert revision.scalar() == HEAD_REVISION
-            assert _stale(connection) == 0
+            assert stale(connection) == 0
             assert all(_indexed(connection, p) > 0 for p in PIECES)
             assert _function_body(connection) == vector_function_body()
     finally:
@@ -128,59 +104,39 @@ def test_writers_during_the_upgrade_all_get_the_new_vectors(
     pg_fresh_url: Callable[[], URL],
 ) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "0020")
-    done = threading.Event()
-    appended: list[int] = []
-    failures: list[BaseException] = []
+    engine = CORPUS.populated(url, "0020")
 
-    def writer() -> None:
-        other = create_store_engine(url)
-        try:
-            n = MESSAGES
-            while not done.is_set():
-                n += 1
-                _rows(other, n, n)
-                with other.begin() as connection:  # an edit of an old row meanwhile
-                    connection.execute(
-                        text("UPDATE messages SET content = :c WHERE id = :i"),
-                        {"c": f"edited to lib/beta{n}.py", "i": n % MESSAGES + 1},
-                    )
-                appended.append(n)
-        except BaseException as failed:  # reported in the test's thread
-            failures.append(failed)
-        finally:
-            other.dispose()
+    def edit(connection: Connection, n: int) -> None:  # an edit of an old row meanwhile
+        connection.execute(
+            text("UPDATE messages SET content = :c WHERE id = :i"),
+            {"c": f"edited to lib/beta{n}.py", "i": n % MESSAGES + 1},
+        )
 
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
+    with writing(url, CORPUS, edit) as writer:
         upgrade_in_steps(engine, lambda *_: None)
-    finally:
-        done.set()
-        thread.join(timeout=60)
     try:
         with engine.connect() as connection:
-            stale = _stale(connection)
+            left = stale(connection)
             total = connection.execute(text("SELECT count(*) FROM messages")).scalar_one()
             edited = _indexed(connection, "py")
     finally:
         engine.dispose()
-    assert failures == [] and appended
-    assert stale == 0 and total == MESSAGES + len(appended)
+    assert writer.failures == [] and writer.appended
+    assert left == 0 and total == MESSAGES + len(writer.appended)
     assert edited > 0
 
 
 def test_a_rewrite_writes_only_what_changes_and_a_second_run_has_nothing_to_do(
     pg_fresh_url: Callable[[], URL],
 ) -> None:
-    engine = _populated(pg_fresh_url(), "0020")
+    engine = CORPUS.populated(pg_fresh_url(), "0020")
     try:
         with engine.connect() as raw:
             beside = raw.execution_options(isolation_level="AUTOCOMMIT")
-            differing = _stale(beside)
+            differing = stale(beside)
             assert 0 < differing < MESSAGES  # 'plain words of build n' reads the same
             assert rewrite_vectors(beside, batch=300) == differing
-            assert _stale(beside) == 0
+            assert stale(beside) == 0
             assert rewrite_vectors(beside, batch=300) == 0
     finally:
         engine.dispose()
@@ -190,17 +146,17 @@ def test_downgrade_puts_the_glued_vectors_back_and_upgrade_cuts_them_again(
     pg_fresh_url: Callable[[], URL],
 ) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "head")
+    engine = CORPUS.populated(url, "head")
     try:
         downgrade(engine, "0020")
         with engine.connect() as connection:
-            assert _stale(connection, GLUED_VECTOR_EXPRESSION) == 0
+            assert stale(connection, GLUED_VECTOR_EXPRESSION) == 0
             assert _function_body(connection) != vector_function_body()
             assert _indexed(connection, "alpha7") == 0
-        _rows(engine, MESSAGES + 1, MESSAGES + 10)  # the old trigger keeps the old vector
+        CORPUS.rows(engine, MESSAGES + 1, MESSAGES + 10)  # the old trigger keeps the old vector
         upgrade(engine, "head")
         with engine.connect() as connection:
-            assert _stale(connection) == 0
+            assert stale(connection) == 0
             assert _indexed(connection, "alpha7") > 0
     finally:
         engine.dispose()
@@ -224,15 +180,15 @@ def test_check_finds_the_old_function_and_repair_restores_it(
 ) -> None:
     """An older version's function put back, or vectors left glued: found, then repaired."""
     url = pg_fresh_url()
-    engine = _populated(url, "head")
+    engine = CORPUS.populated(url, "head")
     try:
         with engine.begin() as connection:
             connection.execute(text(GLUED_VECTOR_FUNCTION_DDL))
             if by == "vectors":
                 connection.execute(text("UPDATE messages SET content_tsv = NULL WHERE id < 50"))
-        _rows(engine, MESSAGES + 1, MESSAGES + 4)
+        CORPUS.rows(engine, MESSAGES + 1, MESSAGES + 4)
         with engine.connect() as connection:
-            assert _stale(connection) > 0
+            assert stale(connection) > 0
         with Store(url) as store:
             found = check(store)
             assert not found.ok and found.fts is not None
@@ -241,7 +197,7 @@ def test_check_finds_the_old_function_and_repair_restores_it(
             assert check(store, repair=True).rebuilt_fts
             assert check(store).ok
         with engine.connect() as connection:
-            assert _stale(connection) == 0
+            assert stale(connection) == 0
             assert _function_body(connection) == vector_function_body()
     finally:
         engine.dispose()

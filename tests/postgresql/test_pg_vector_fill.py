@@ -9,7 +9,6 @@ schema and one search: each test compares against a store made at head.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,51 +17,36 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection, Engine
 
 from hermes_store import SessionDB, Store
-from hermes_store.backends import create_store_engine
 from hermes_store.backends.postgresql.vector_fill import fill_vectors
 from hermes_store.backends.postgresql.word_index import (
     ADD_VECTOR_COLUMN,
     GENERATED_VECTOR_COLUMN,
     NEW_WORD_INDEX,
     ROLE_INDEX_DDL,
-    VECTOR_EXPRESSION,
     VECTOR_FUNCTION_DDL,
     VECTOR_TRIGGER_DDL,
     WORD_INDEX,
     WORD_INDEX_DDL,
 )
-from hermes_store.schema.migrate import stamp, upgrade, upgrade_in_steps
+from hermes_store.schema.migrate import stamp, upgrade_in_steps
 from hermes_store.schema.state import HEAD_REVISION
 from hermes_store.tools.check import check
+from tests.support.pg_vectors import VectorCorpus, stale, writing
 
 MESSAGES = 3_000
 QUERIES = ("rollout", "build 17", '"failed with error 5"', "docker OR cron")
 
-SESSIONS_SQL = (
-    "INSERT INTO sessions (id, source, started_at, model, message_count) "
-    "SELECT 's' || n, 'cli', n, 'model-' || (n % 2), 0 FROM generate_series(1, 30) AS n"
+CORPUS = VectorCorpus(
+    sessions=30,
+    messages=MESSAGES,
+    messages_sql=(
+        "INSERT INTO messages (session_id, role, content, timestamp) "
+        "SELECT 's' || (1 + n % 30), CASE WHEN n % 3 = 0 THEN 'assistant' ELSE 'user' END, "
+        "'rollout of build ' || n || ' failed with error ' || (n % 7) || "
+        "CASE WHEN n % 5 = 0 THEN ' docker' ELSE ' cron' END, n "
+        "FROM generate_series(CAST(:a AS int), CAST(:b AS int)) AS n"
+    ),
 )
-MESSAGES_SQL = (
-    "INSERT INTO messages (session_id, role, content, timestamp) "
-    "SELECT 's' || (1 + n % 30), CASE WHEN n % 3 = 0 THEN 'assistant' ELSE 'user' END, "
-    "'rollout of build ' || n || ' failed with error ' || (n % 7) || "
-    "CASE WHEN n % 5 = 0 THEN ' docker' ELSE ' cron' END, n "
-    "FROM generate_series(CAST(:a AS int), CAST(:b AS int)) AS n"
-)
-
-
-def _rows(engine: Engine, first: int, last: int) -> None:
-    with engine.begin() as connection:
-        connection.execute(text(MESSAGES_SQL), {"a": first, "b": last})
-
-
-def _populated(url: URL, revision: str) -> Engine:
-    engine = create_store_engine(url)
-    upgrade(engine, revision)
-    with engine.begin() as connection:
-        connection.execute(text(SESSIONS_SQL))
-    _rows(engine, 1, MESSAGES)
-    return engine
 
 
 def _schema(connection: Connection) -> dict[str, Any]:
@@ -92,18 +76,6 @@ def _schema(connection: Connection) -> dict[str, Any]:
     }
 
 
-def _stale(connection: Connection) -> int:
-    """Messages whose stored vector is not the vector of their text (missing ones included)."""
-    return int(
-        connection.execute(
-            text(
-                "SELECT count(*) FROM messages "
-                f"WHERE content_tsv IS DISTINCT FROM {VECTOR_EXPRESSION}"
-            )
-        ).scalar_one()
-    )
-
-
 def _searches(url: URL) -> list[list[tuple[Any, ...]]]:
     with SessionDB(url.render_as_string(hide_password=False)) as db:
         return [
@@ -118,11 +90,11 @@ def _searches(url: URL) -> list[list[tuple[Any, ...]]]:
 def fresh_at_head(pg_fresh_url: Callable[[], URL]) -> Any:
     """A store made at head holding the same rows: the schema and searches to arrive at."""
     url = pg_fresh_url()
-    engine = _populated(url, "head")
+    engine = CORPUS.populated(url, "head")
     try:
         with engine.connect() as connection:
             schema = _schema(connection)
-            assert _stale(connection) == 0
+            assert stale(connection) == 0
     finally:
         engine.dispose()
     return schema, _searches(url)
@@ -132,20 +104,20 @@ def _at_head(engine: Engine) -> tuple[dict[str, Any], int]:
     with engine.connect() as connection:
         revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
         assert revision == HEAD_REVISION
-        return _schema(connection), _stale(connection)
+        return _schema(connection), stale(connection)
 
 
 def test_a_populated_store_upgraded_from_0013_matches_one_made_at_head(
     pg_fresh_url: Callable[[], URL], fresh_at_head: Any
 ) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "0013")
+    engine = CORPUS.populated(url, "0013")
     try:
         upgrade_in_steps(engine, lambda *_: None)
-        schema, stale = _at_head(engine)
+        schema, left = _at_head(engine)
     finally:
         engine.dispose()
-    assert stale == 0
+    assert left == 0
     assert schema == fresh_at_head[0]
     assert not any(name == NEW_WORD_INDEX for name, *_ in schema["indexes"])
     assert _searches(url) == fresh_at_head[1]
@@ -155,7 +127,7 @@ def test_a_store_that_ran_the_generated_column_converges_by_0020(
     pg_fresh_url: Callable[[], URL], fresh_at_head: Any
 ) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "0013")
+    engine = CORPUS.populated(url, "0013")
     try:
         with engine.begin() as connection:  # revision 0014 as it first was
             connection.execute(text(f"DROP INDEX {WORD_INDEX}"))
@@ -166,14 +138,14 @@ def test_a_store_that_ran_the_generated_column_converges_by_0020(
         with engine.connect() as connection:
             assert _schema(connection)["columns"] != fresh_at_head[0]["columns"]
         upgrade_in_steps(engine, lambda *_: None)
-        schema, stale = _at_head(engine)
-        assert stale == 0
+        schema, left = _at_head(engine)
+        assert left == 0
         assert schema == fresh_at_head[0]
         assert _searches(url) == fresh_at_head[1]
-        _rows(engine, MESSAGES + 1, MESSAGES + 10)  # the trigger keeps the vectors now
+        CORPUS.rows(engine, MESSAGES + 1, MESSAGES + 10)  # the trigger keeps the vectors now
         with engine.begin() as connection:
             connection.execute(text("UPDATE messages SET content = 'edited words' WHERE id = 1"))
-            assert _stale(connection) == 0
+            assert stale(connection) == 0
             assert connection.execute(
                 text("SELECT content_tsv @@ 'edited'::tsquery FROM messages WHERE id = 1")
             ).scalar_one()
@@ -185,18 +157,18 @@ def test_the_trigger_gives_new_rows_their_vectors_and_the_fill_gives_the_old_one
     pg_fresh_url: Callable[[], URL],
 ) -> None:
     """0014's populated path by its parts: appends between trigger and fill are not missed."""
-    engine = _populated(pg_fresh_url(), "0013")
+    engine = CORPUS.populated(pg_fresh_url(), "0013")
     try:
         with engine.connect() as raw:
             beside = raw.execution_options(isolation_level="AUTOCOMMIT")
             beside.execute(text(ADD_VECTOR_COLUMN))
             beside.execute(text(VECTOR_FUNCTION_DDL))
             beside.execute(text(VECTOR_TRIGGER_DDL))
-            _rows(engine, MESSAGES + 1, MESSAGES + 50)  # appended during the fill
+            CORPUS.rows(engine, MESSAGES + 1, MESSAGES + 50)  # appended during the fill
             missing = "SELECT count(*) FROM messages WHERE content_tsv IS NULL"
             assert beside.execute(text(missing)).scalar_one() == MESSAGES
             assert fill_vectors(beside, batch=700) == MESSAGES
-            assert _stale(beside) == 0
+            assert stale(beside) == 0
             assert fill_vectors(beside, batch=700) == 0  # a second run has nothing to do
     finally:
         engine.dispose()
@@ -204,46 +176,24 @@ def test_the_trigger_gives_new_rows_their_vectors_and_the_fill_gives_the_old_one
 
 def test_writes_during_the_upgrade_all_get_their_vectors(pg_fresh_url: Callable[[], URL]) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "0013")
-    done = threading.Event()
-    appended: list[int] = []
-    failures: list[BaseException] = []
-
-    def writer() -> None:
-        other = create_store_engine(url)
-        try:
-            n = MESSAGES
-            while not done.is_set():
-                n += 1
-                _rows(other, n, n)
-                appended.append(n)
-        except BaseException as failed:  # reported in the test's thread
-            failures.append(failed)
-        finally:
-            other.dispose()
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
+    engine = CORPUS.populated(url, "0013")
+    with writing(url, CORPUS) as writer:
         upgrade_in_steps(engine, lambda *_: None)
-    finally:
-        done.set()
-        thread.join(timeout=60)
     try:
-        _, stale = _at_head(engine)
+        _, left = _at_head(engine)
         with engine.connect() as connection:
             total = connection.execute(text("SELECT count(*) FROM messages")).scalar_one()
     finally:
         engine.dispose()
-    assert failures == [] and appended
-    assert stale == 0 and total == MESSAGES + len(appended)
+    assert writer.failures == [] and writer.appended
+    assert left == 0 and total == MESSAGES + len(writer.appended)
 
 
 def test_a_failed_0014_leaves_0013_recorded_and_a_second_run_finishes_it(
     pg_fresh_url: Callable[[], URL], fresh_at_head: Any
 ) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "0013")
+    engine = CORPUS.populated(url, "0013")
     try:
         with engine.begin() as connection:  # takes the name the new index is built under
             connection.execute(text(f"CREATE TABLE {NEW_WORD_INDEX} (x int)"))
@@ -257,10 +207,10 @@ def test_a_failed_0014_leaves_0013_recorded_and_a_second_run_finishes_it(
         assert (recorded, count) == ("0013", MESSAGES)
         assert WORD_INDEX in indexes  # the old index still serves searches
         upgrade_in_steps(engine, lambda *_: None)
-        schema, stale = _at_head(engine)
+        schema, left = _at_head(engine)
     finally:
         engine.dispose()
-    assert stale == 0
+    assert left == 0
     assert schema == fresh_at_head[0]
     assert _searches(url) == fresh_at_head[1]
 
@@ -269,14 +219,14 @@ def test_check_finds_a_disabled_vector_trigger_and_repair_restores_the_vectors(
     pg_fresh_url: Callable[[], URL],
 ) -> None:
     url = pg_fresh_url()
-    engine = _populated(url, "head")
+    engine = CORPUS.populated(url, "head")
     try:
         with engine.begin() as connection:
             connection.execute(text("ALTER TABLE messages DISABLE TRIGGER messages_content_tsv"))
-        _rows(engine, MESSAGES + 1, MESSAGES + 5)
+        CORPUS.rows(engine, MESSAGES + 1, MESSAGES + 5)
         with engine.begin() as connection:
             connection.execute(text("UPDATE messages SET content = 'zebra' WHERE id = 1"))
-            assert _stale(connection) == 6
+            assert stale(connection) == 6
         with Store(url) as store:
             found = check(store)
             assert not found.ok and found.fts is not None
@@ -284,7 +234,7 @@ def test_check_finds_a_disabled_vector_trigger_and_repair_restores_the_vectors(
             assert check(store, repair=True).rebuilt_fts
             assert check(store).ok
         with engine.connect() as connection:
-            assert _stale(connection) == 0
+            assert stale(connection) == 0
             enabled = connection.execute(
                 text("SELECT tgenabled FROM pg_trigger WHERE tgname = 'messages_content_tsv'")
             ).scalar_one()
