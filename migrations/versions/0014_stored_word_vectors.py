@@ -37,7 +37,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends.postgresql.vector_fill import (
-    HOLDS_MESSAGES,
+    beside_migration,
     build_concurrently,
     drop_concurrently,
     fill_vectors,
@@ -61,6 +61,8 @@ from hermes_store.backends.postgresql.word_index import (
 )
 from hermes_store.schema.migration_ops import is_sqlite
 
+HOLDS_ROWS = "SELECT EXISTS (SELECT 1 FROM messages)"
+
 revision = "0014"
 down_revision = "0013"
 branch_labels = None
@@ -70,13 +72,10 @@ depends_on = None
 def upgrade() -> None:
     if is_sqlite():
         return
-    bind = op.get_bind()
-    if not bind.execute(text(HOLDS_MESSAGES)).scalar():
-        with bind.engine.connect() as other:
-            beside = other.execution_options(isolation_level="AUTOCOMMIT")
-            if beside.execute(text("SELECT EXISTS (SELECT 1 FROM messages)")).scalar():
-                _fill_and_index(beside)
-                return
+    with beside_migration(op.get_bind()) as beside:
+        if beside is not None and beside.execute(text(HOLDS_ROWS)).scalar():
+            _fill_and_index(beside)
+            return
     op.execute(ADD_VECTOR_COLUMN)
     op.execute(GLUED_VECTOR_FUNCTION_DDL)
     op.execute(DROP_VECTOR_TRIGGER)

@@ -36,7 +36,7 @@ from alembic import op
 from sqlalchemy import text
 
 from hermes_store.backends.postgresql.vector_fill import (
-    HOLDS_MESSAGES,
+    beside_migration,
     rewrite_condition,
     rewrite_vectors,
 )
@@ -71,14 +71,12 @@ def _give_vectors(function_ddl: str, vector: Callable[[str], str]) -> None:
     Beside the migration's transaction when it has not touched ``messages``
     yet (appends go on); in it otherwise (a chain run in one transaction).
     """
-    bind = op.get_bind()
-    if not bind.execute(text(HOLDS_MESSAGES)).scalar():
-        with bind.engine.connect() as other:
-            beside = other.execution_options(isolation_level="AUTOCOMMIT")
+    with beside_migration(op.get_bind()) as beside:
+        if beside is not None:
             beside.execute(text(function_ddl))
             rewrite_vectors(beside, vector=vector)
             beside.execute(text("ANALYZE messages"))
-        return
+            return
     op.execute(function_ddl)
     op.execute(
         f"UPDATE messages SET {VECTOR_COLUMN} = {vector('content')} "

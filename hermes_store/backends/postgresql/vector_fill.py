@@ -15,7 +15,8 @@ revision 0014).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -36,6 +37,20 @@ Work on a second connection would then wait for this transaction, which
 waits for it: such a run (a whole chain in one transaction) takes the
 blocking path instead.
 """
+
+
+@contextmanager
+def beside_migration(bind: Connection) -> Iterator[Connection | None]:
+    """A second connection in autocommit mode beside the migration's transaction on ``bind``.
+
+    None when that transaction already holds ``messages`` (see
+    :data:`HOLDS_MESSAGES`): the work must then be done in it, blocking.
+    """
+    if bind.execute(text(HOLDS_MESSAGES)).scalar():
+        yield None
+        return
+    with bind.engine.connect() as other:
+        yield other.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def fill_vectors(
