@@ -149,17 +149,13 @@ class ThreadConnections:
             raise
         return connection, kept
 
-    def driver_of(
-        self, connection: Connection, kept: KeptConnection | None
-    ) -> tuple[DriverRules | None, Any]:
-        """The backend's driver rules for ``connection`` and, with rules, its driver connection.
+    def driver_of(self, connection: Connection) -> tuple[DriverRules | None, Any]:
+        """The backend's driver rules for a spare ``connection`` and, with rules, its driver.
 
-        Read once per kept connection (:meth:`KeptConnection.refresh`), where a
-        unit would otherwise reach them through ``Connection.info`` and the
-        pool's proxy on every unit; a spare connection reads them now.
+        A kept connection has them read once (:meth:`KeptConnection.refresh`),
+        where a unit would otherwise reach them through ``Connection.info`` and
+        the pool's proxy on every unit; a spare connection reads them now.
         """
-        if kept is not None:
-            return kept.rules, kept.driver
         rules = self.backend.driver_rules(connection)
         return rules, None if rules is None else connection.connection.driver_connection
 

@@ -241,7 +241,7 @@ class UnitOfWork:
             if kept is not None:  # read once per kept connection (ThreadConnections.acquire)
                 rules, driver = kept.rules, kept.driver
             else:
-                rules, driver = self._connections.driver_of(connection, None)
+                rules, driver = self._connections.driver_of(connection)
             self._rules, self._driver = rules, driver
             if rules is not None:
                 self._errors = rules.errors
