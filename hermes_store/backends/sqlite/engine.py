@@ -179,13 +179,9 @@ class SqliteRules:
             # The policy's own patience, which the busy timeout already fits: the
             # first attempt needs no timeout change, and a writer that gets the
             # lock at once (nearly every one) none of the retry loop's set-up.
-            try:
-                dbapi_connection.execute("BEGIN IMMEDIATE")
+            first: BaseException | None = _try_begin_immediate(dbapi_connection)
+            if first is None:
                 return
-            except sqlite3.OperationalError as error:
-                if not is_lock_error(error):
-                    raise
-                first: BaseException | None = error
             patience = self.policy.patience_s
         else:
             patience, first = float(patience_s), None
@@ -339,6 +335,20 @@ def _keeps_its_journal_mode(dbapi_connection: sqlite3.Connection) -> bool:
         return False
 
 
+def _try_begin_immediate(dbapi_connection: sqlite3.Connection) -> BaseException | None:
+    """``BEGIN IMMEDIATE`` once: None when it began, the lock error when another writer holds it.
+
+    Any other error is raised as it is.
+    """
+    try:
+        dbapi_connection.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        if not is_lock_error(error):
+            raise
+        return error
+    return None
+
+
 def _begin_immediate(
     dbapi_connection: sqlite3.Connection,
     policy: ContentionPolicy,
@@ -371,13 +381,10 @@ def _begin_immediate(
                 if left_ms < busy_ms:
                     busy_ms = left_ms
                     dbapi_connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                try:
-                    dbapi_connection.execute("BEGIN IMMEDIATE")
+                locked = _try_begin_immediate(dbapi_connection)
+                if locked is None:
                     return
-                except sqlite3.OperationalError as failed:
-                    if not is_lock_error(failed):
-                        raise
-                    error = failed
+                error = locked
             attempts += 1
             now = time.monotonic()
             if now >= deadline:
