@@ -37,12 +37,11 @@ from sqlalchemy import text
 
 from hermes_store.backends.postgresql.vector_fill import (
     beside_migration,
-    rewrite_condition,
+    rewrite_all,
     rewrite_vectors,
 )
 from hermes_store.backends.postgresql.word_index import (
     GLUED_VECTOR_FUNCTION_DDL,
-    VECTOR_COLUMN,
     VECTOR_FUNCTION_DDL,
     glued_vector_of,
     vector_of,
@@ -78,8 +77,5 @@ def _give_vectors(function_ddl: str, vector: Callable[[str], str]) -> None:
             beside.execute(text("ANALYZE messages"))
             return
     op.execute(function_ddl)
-    op.execute(
-        f"UPDATE messages SET {VECTOR_COLUMN} = {vector('content')} "
-        f"WHERE {rewrite_condition(vector)}"
-    )
+    op.execute(rewrite_all(vector))
     op.execute("ANALYZE messages")

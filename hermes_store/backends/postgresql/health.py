@@ -19,10 +19,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from hermes_store.backends.postgresql import totals
+from hermes_store.backends.postgresql.vector_fill import rewrite_all
 from hermes_store.backends.postgresql.word_index import (
     DROP_VECTOR_TRIGGER,
     VECTOR_COLUMN,
-    VECTOR_EXPRESSION,
     VECTOR_FUNCTION,
     VECTOR_FUNCTION_DDL,
     VECTOR_TRIGGER,
@@ -179,7 +179,4 @@ class PostgresqlHealth:
         self._c.exec_driver_sql(VECTOR_FUNCTION_DDL)
         self._c.exec_driver_sql(DROP_VECTOR_TRIGGER)
         self._c.exec_driver_sql(VECTOR_TRIGGER_DDL)
-        self._c.exec_driver_sql(
-            f"UPDATE messages SET {VECTOR_COLUMN} = {VECTOR_EXPRESSION} "
-            f"WHERE {VECTOR_COLUMN} IS DISTINCT FROM {VECTOR_EXPRESSION}"
-        )
+        self._c.exec_driver_sql(rewrite_all())

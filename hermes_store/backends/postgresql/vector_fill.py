@@ -83,6 +83,12 @@ def rewrite_condition(vector: Callable[[str], str] = vector_of) -> str:
     return f"{VECTOR_COLUMN} IS DISTINCT FROM {vector('content')}"
 
 
+def rewrite_all(vector: Callable[[str], str] = vector_of) -> str:
+    """One ``UPDATE`` giving every message that differs ``vector`` of its text (blocking)."""
+    setting = f"{VECTOR_COLUMN} = {vector('content')}"
+    return f"UPDATE messages SET {setting} WHERE {rewrite_condition(vector)}"
+
+
 def _by_ranges(
     connection: Connection, batch: int, condition: str, vector: Callable[[str], str]
 ) -> int:
