@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 from bench.field.corpus import WORK
-from bench.micro.agent_layouts import agent_template
+from bench.micro.agent_layouts import agent_template, settle
 from bench.micro.agent_plain import AgentPlainDB
+from bench.micro.corpus import fresh_copy
 from hermes_store.backends.sqlite.library import driver as sqlite3
 
 VERSIONS = (10, 25)
@@ -69,20 +70,9 @@ def fill(corpus: Path, version: int, path: Path) -> Path:
             connection.execute(sql)
         connection.execute("COMMIT")
         connection.execute("DETACH corpus")
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         connection.close()
-    for suffix in ("-wal", "-shm"):
-        Path(f"{partial}{suffix}").unlink(missing_ok=True)
-    partial.rename(path)
-    return path
-
-
-def _copy(template: Path, path: Path) -> Path:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(template, path)
+    settle(partial).rename(path)
     return path
 
 
@@ -98,8 +88,8 @@ def measure(filled: Path, reps: int, calls: int) -> dict[str, float]:
     scratch = filled.parent / f"count-{os.getpid()}"
     scratch.mkdir(exist_ok=True)
     try:
-        ours = SessionDB(_copy(filled, scratch / "store.db"))
-        theirs = AgentPlainDB(_copy(filled, scratch / "agent.db"))
+        ours = SessionDB(fresh_copy(filled, scratch / "store.db"))
+        theirs = AgentPlainDB(fresh_copy(filled, scratch / "agent.db"))
         expected = theirs.message_count()
         if ours.message_count() != expected:
             raise RuntimeError(f"the counts differ: {ours.message_count()} against {expected}")

@@ -21,7 +21,7 @@ from tests.support.upstream_schema import STORE_TRIGRAM_SQL, build_upstream_db
 AGENT_VERSIONS = (10, 11, 25)
 
 
-def _settle(path: Path) -> Path:
+def settle(path: Path) -> Path:
     """WAL on, the log folded into the file and removed: a template copies as one file."""
     connection = sqlite3.connect(path, isolation_level=None)
     try:
@@ -39,7 +39,7 @@ def agent_template(work: Path, version: int) -> Path:
     path = work / f"agent-v{version}.db"
     if not path.exists():
         build_upstream_db(path, version, seed=False)
-        _settle(path)
+        settle(path)
     return path
 
 
@@ -56,5 +56,5 @@ def doc_trigram_template(work: Path) -> Path:
             )
         finally:
             connection.close()
-        _settle(path)
+        settle(path)
     return path
