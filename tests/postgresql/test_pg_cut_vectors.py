@@ -10,6 +10,8 @@ check knows the function's body and its repair restores it.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -124,6 +126,45 @@ def test_writers_during_the_upgrade_all_get_the_new_vectors(
     assert writer.failures == [] and writer.appended
     assert left == 0 and total == MESSAGES + len(writer.appended)
     assert edited > 0
+
+
+def test_a_writer_open_across_the_function_change_is_waited_for(
+    pg_fresh_url: Callable[[], URL],
+) -> None:
+    """A transaction holding ``messages`` when the function changed still calls the old one.
+
+    Its rows, uncommitted while the ranges pass, would keep the glued vector;
+    the rewrite waits for it to end first, so they are rewritten too.
+    """
+    url = pg_fresh_url()
+    engine = CORPUS.populated(url, "0020")
+    began = threading.Event()
+    late = time.monotonic() + 3600.0
+
+    def open_writer() -> None:
+        nonlocal late
+        with engine.begin() as connection:
+            connection.execute(text(CORPUS.messages_sql), {"a": MESSAGES + 1, "b": MESSAGES + 1})
+            began.set()
+            time.sleep(1.0)  # the upgrade has replaced the function by now
+            connection.execute(text(CORPUS.messages_sql), {"a": MESSAGES + 2, "b": MESSAGES + 2})
+            late = time.monotonic()
+
+    writer = threading.Thread(target=open_writer)
+    writer.start()
+    try:
+        assert began.wait(30)
+        upgrade_in_steps(engine, lambda *_: None)
+        upgraded = time.monotonic()
+        writer.join(30)
+        with engine.connect() as connection:
+            left = stale(connection)
+            total = connection.execute(text("SELECT count(*) FROM messages")).scalar_one()
+    finally:
+        engine.dispose()
+    assert total == MESSAGES + 2
+    assert left == 0
+    assert upgraded > late  # the upgrade ended after the writer's commit, not before it
 
 
 def test_a_rewrite_writes_only_what_changes_and_a_second_run_has_nothing_to_do(

@@ -15,6 +15,7 @@ revision 0014).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -37,6 +38,20 @@ Work on a second connection would then wait for this transaction, which
 waits for it: such a run (a whole chain in one transaction) takes the
 blocking path instead.
 """
+
+
+WRITERS_NOW = (
+    "SELECT coalesce(array_agg(DISTINCT virtualtransaction), '{}') FROM pg_locks "
+    "WHERE relation = 'messages'::regclass AND pid <> pg_backend_pid()"
+)
+"""The transactions holding or awaiting a lock on ``messages`` at this moment (virtual ids)."""
+
+WRITERS_LEFT = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY(:writers)"
+)
+"""How many of those transactions are still open (each holds its own virtual id until it ends)."""
+
+WAIT_POLL_SECONDS = 0.02
 
 
 @contextmanager
@@ -74,7 +89,13 @@ def rewrite_vectors(
     evaluated again on a row a writer changed first, so no stale vector is
     written. Rows whose text has nothing the two expressions read apart keep
     their row version. Returns the rows rewritten.
+
+    Replacing a function takes no lock on the table, and a transaction that
+    already held ``messages`` when it changed may go on calling the old one:
+    those are waited for first (:func:`wait_for_writers`), or a row it wrote
+    behind the ranges would keep the old vector.
     """
+    wait_for_writers(connection)
     return _by_ranges(connection, batch, rewrite_condition(vector), vector)
 
 
@@ -87,6 +108,18 @@ def rewrite_all(vector: Callable[[str], str] = vector_of) -> str:
     """One ``UPDATE`` giving every message that differs ``vector`` of its text (blocking)."""
     setting = f"{VECTOR_COLUMN} = {vector('content')}"
     return f"UPDATE messages SET {setting} WHERE {rewrite_condition(vector)}"
+
+
+def wait_for_writers(connection: Connection) -> None:
+    """Return once every transaction that touched ``messages`` before this call has ended.
+
+    The wait ``CREATE INDEX CONCURRENTLY`` makes, without its lock: writers
+    that begin meanwhile are not blocked and are not waited for (they see
+    every catalog change committed before they began).
+    """
+    writers = list(connection.execute(text(WRITERS_NOW)).scalar_one())
+    while writers and connection.execute(text(WRITERS_LEFT), {"writers": writers}).scalar_one():
+        time.sleep(WAIT_POLL_SECONDS)
 
 
 def _by_ranges(
