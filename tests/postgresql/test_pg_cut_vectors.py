@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import URL, Connection, Engine
 
 from hermes_store import SessionDB, Store
 from hermes_store.backends import create_store_engine
@@ -66,6 +66,32 @@ def _function_body(connection: Connection) -> str:
             text("SELECT prosrc FROM pg_proc WHERE proname = 'messages_content_tsv'")
         ).scalar_one()
     )
+
+
+def _until_the_upgrade_waits_or_ends(engine: Engine, upgraded: threading.Event) -> None:
+    """Wait (on a connection of its own) until the upgrade has committed the new function and
+    then either waits for this test's open writer or has ended without waiting for it.
+
+    Before, the writer slept one second: on a slow machine the upgrade had not
+    replaced the function by then, and when the writer did commit first the rows
+    were rewritten anyway, so the test passed without the wait it is about.
+    """
+    deadline = time.monotonic() + 120
+    with engine.connect() as watcher:
+        watching = watcher.execution_options(isolation_level="AUTOCOMMIT")
+        while not upgraded.is_set():
+            assert time.monotonic() < deadline, "the upgrade neither waited nor ended"
+            replaced = _function_body(watching) == vector_function_body()
+            if replaced and watching.execute(_UPGRADE_WAITING).scalar_one():
+                return
+            time.sleep(0.02)
+
+
+_UPGRADE_WAITING = text(
+    "SELECT count(*) > 0 FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+    "AND datname = current_database() AND query LIKE '%virtualxid = ANY(%'"
+)
+"""Whether another backend is polling for open writers (``vector_fill.wait_for_writers``)."""
 
 
 def _searches(url: URL) -> list[list[tuple[Any, ...]]]:
@@ -138,7 +164,7 @@ def test_a_writer_open_across_the_function_change_is_waited_for(
     """
     url = pg_fresh_url()
     engine = CORPUS.populated(url, "0020")
-    began = threading.Event()
+    began, upgraded_event = threading.Event(), threading.Event()
     late = time.monotonic() + 3600.0
 
     def open_writer() -> None:
@@ -146,7 +172,7 @@ def test_a_writer_open_across_the_function_change_is_waited_for(
         with engine.begin() as connection:
             connection.execute(text(CORPUS.messages_sql), {"a": MESSAGES + 1, "b": MESSAGES + 1})
             began.set()
-            time.sleep(1.0)  # the upgrade has replaced the function by now
+            _until_the_upgrade_waits_or_ends(engine, upgraded_event)
             connection.execute(text(CORPUS.messages_sql), {"a": MESSAGES + 2, "b": MESSAGES + 2})
             late = time.monotonic()
 
@@ -154,8 +180,11 @@ def test_a_writer_open_across_the_function_change_is_waited_for(
     writer.start()
     try:
         assert began.wait(30)
-        upgrade_in_steps(engine, lambda *_: None)
-        upgraded = time.monotonic()
+        try:
+            upgrade_in_steps(engine, lambda *_: None)
+        finally:
+            upgraded = time.monotonic()
+            upgraded_event.set()
         writer.join(30)
         with engine.connect() as connection:
             left = stale(connection)
