@@ -24,14 +24,19 @@ ROUNDS = 4
 
 
 def _kill_after(proc: subprocess.Popen[str], seconds: float) -> list[list[int]]:
-    """SIGKILL ``proc`` ``seconds`` into its burst; the turns it confirmed before dying."""
+    """SIGKILL ``proc`` ``seconds`` after its first confirmed turn; the turns it confirmed.
+
+    Counting from its first turn, not from ``ready``, so that a writer slow to
+    get the CPU is never killed before it committed anything.
+    """
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
+    first = proc.stdout.readline()
     time.sleep(seconds)
     proc.send_signal(signal.SIGKILL)
     out, _err = proc.communicate()
     turns = []
-    for line in out.splitlines():
+    for line in [first, *out.splitlines()]:
         numbers = line.split()
         if len(numbers) == 4:  # a line cut by the kill is not a confirmed commit
             turns.append([int(n) for n in numbers[1:]])
@@ -64,7 +69,7 @@ def test_sigkilled_writers_leave_a_consistent_file(db_path: Path, durability: st
             confirmed += _kill_after(proc, rng.uniform(0.05, 0.4))
             kills += 1
     assert kills == WRITERS * ROUNDS
-    assert len(confirmed) > WRITERS * ROUNDS, "the writers must have committed turns"
+    assert len(confirmed) >= WRITERS * ROUNDS, "each writer must have confirmed a turn"
 
     raw = sqlite3.connect(db_path)
     assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -447,10 +447,11 @@ def test_sigkill_mid_group_loses_nothing_acknowledged(db_path: Path, mode: str) 
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
+        first = proc.stdout.readline()  # killed only after a first acknowledged turn
         time.sleep(rng.uniform(0.2, 0.5))
         proc.send_signal(signal.SIGKILL)
         out, _err = proc.communicate(timeout=60)
-        for line in out.splitlines():
+        for line in [first, *out.splitlines()]:
             parts = line.split()
             if len(parts) == 4:  # a line the kill cut short was not an acknowledgement
                 acknowledged.append([int(p) for p in parts[1:]])
