@@ -67,7 +67,13 @@ def test_a_backup_taken_while_four_processes_append_holds_a_prefix_of_each(
             time.sleep(0.05)
         report = backup(path, tmp_path / "backups")
         running = [worker.poll() is None for worker in workers]
-        time.sleep(0.2)
+        # Each writer appends past what the backup holds before it is stopped: a fixed
+        # pause left a writer starved of the CPU with nothing after the backup.
+        backed_up = {name: len(_messages(report.path, name)) for name in names}
+        deadline = time.monotonic() + 60
+        while any(len(_messages(path, name)) <= backed_up[name] for name in names):
+            assert time.monotonic() < deadline, "the writers stopped appending"
+            time.sleep(0.05)
     finally:
         stop.touch()
         totals = [int(worker.communicate(timeout=60)[0]) for worker in workers]
