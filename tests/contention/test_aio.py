@@ -36,14 +36,25 @@ from tests.support.processes import probe_output
 HOLDER = SUPPORT / "lock_holder.py"
 
 
-async def _lock_held(db_path: Path, seconds: float) -> asyncio.subprocess.Process:
-    """Another process holding the file's write lock for ``seconds`` (await its ``wait()``)."""
+async def _lock_held(db_path: Path) -> asyncio.subprocess.Process:
+    """Another process holding the file's write lock until :func:`_release` (then ``wait()``)."""
     holder = await asyncio.create_subprocess_exec(
-        sys.executable, str(HOLDER), str(db_path), str(seconds), stdout=subprocess.PIPE
+        sys.executable,
+        str(HOLDER),
+        str(db_path),
+        "release",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     assert holder.stdout is not None
     assert (await holder.stdout.readline()).strip() == b"locked"
     return holder
+
+
+def _release(holder: asyncio.subprocess.Process) -> None:
+    """The holder rolls back: its standard input ends."""
+    assert holder.stdin is not None
+    holder.stdin.close()
 
 
 def _public(cls: type) -> dict[str, Any]:
@@ -234,7 +245,7 @@ def test_the_loop_runs_on_while_a_write_waits_for_another_process(db_path: Path)
     async def main() -> tuple[int, int, int]:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
-        holder = await _lock_held(db_path, 1.5)
+        holder = await _lock_held(db_path)
         ticks = 0
         write_done = asyncio.Event()
 
@@ -248,7 +259,8 @@ def test_the_loop_runs_on_while_a_write_waits_for_another_process(db_path: Path)
         write = asyncio.create_task(db.append_message("s", "user", "after the lock"))
         await asyncio.sleep(0.5)
         ticks_while_locked = ticks
-        still_waiting = not write.done()  # the holder keeps the lock for 1.5 s
+        still_waiting = not write.done()  # the holder keeps the lock until released
+        _release(holder)
         message_id = await write
         write_done.set()
         await ticking
@@ -288,7 +300,7 @@ def test_a_cancelled_write_is_all_or_nothing(db_path: Path) -> None:
     async def main() -> tuple[bool, bool]:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
-        holder = await _lock_held(db_path, 1)
+        holder = await _lock_held(db_path)
         turn = [{"role": "user", "content": f"part {n}"} for n in range(3)]
         waiting = asyncio.create_task(db.append_messages("s", turn))
         queued = asyncio.create_task(db.append_messages("s", turn))  # behind it (same session)
@@ -296,6 +308,7 @@ def test_a_cancelled_write_is_all_or_nothing(db_path: Path) -> None:
         waiting.cancel()
         queued.cancel()
         results = await asyncio.gather(waiting, queued, return_exceptions=True)
+        _release(holder)
         await holder.wait()
         await db.close()  # waits for the worker still running the first unit
         return tuple(isinstance(r, asyncio.CancelledError) for r in results)  # type: ignore[return-value]
@@ -359,12 +372,13 @@ def test_a_write_cancelled_while_queued_is_withdrawn(db_path: Path) -> None:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
         await db.create_session("t", "cli")
-        holder = await _lock_held(db_path, 1)
+        holder = await _lock_held(db_path)
         first = asyncio.create_task(db.append_message("s", "user", "kept"))
         await asyncio.sleep(0.1)  # its group's leader now waits for the lock
         second = asyncio.create_task(db.append_message("t", "user", "withdrawn"))
         await asyncio.sleep(0.1)
         second.cancel()
+        _release(holder)
         results = await asyncio.gather(first, second, return_exceptions=True)
         await holder.wait()
         await db.close()
@@ -381,7 +395,7 @@ def test_a_queued_write_out_of_patience_writes_nothing(db_path: Path) -> None:
     async def main() -> tuple[Any, Any]:
         astore = await AsyncStore.open(db_path)
         await astore.transact(lambda uow: uow.sessions.create("s", "cli"))
-        holder = await _lock_held(db_path, 1.5)
+        holder = await _lock_held(db_path)
         patient = asyncio.create_task(
             astore.transact(lambda uow: uow.messages.append("s", MessageIn("user", "patient")))
         )
@@ -389,10 +403,12 @@ def test_a_queued_write_out_of_patience_writes_nothing(db_path: Path) -> None:
         impatient = astore.transact(
             lambda uow: uow.messages.append("s", MessageIn("user", "impatient")), patience_s=0.2
         )
-        results = await asyncio.gather(patient, impatient, return_exceptions=True)
+        (impatient_outcome,) = await asyncio.gather(impatient, return_exceptions=True)
+        _release(holder)  # only now: the patient one waited the whole time
+        (patient_outcome,) = await asyncio.gather(patient, return_exceptions=True)
         await holder.wait()
         await astore.close()
-        return results[0], results[1]
+        return patient_outcome, impatient_outcome
 
     patient, impatient = asyncio.run(main())
     assert isinstance(patient, int)
@@ -467,12 +483,13 @@ def test_a_withdrawn_append_lets_the_sessions_next_one_go(db_path: Path) -> None
     async def main() -> tuple[Any, Any]:
         db = await AsyncSessionDB.open(db_path)
         await db.create_session("s", "cli")
-        holder = await _lock_held(db_path, 1)
+        holder = await _lock_held(db_path)
         first = asyncio.create_task(db.append_message("s", "user", "withdrawn"))
         await asyncio.sleep(0.1)  # queued; its group's leader waits for the lock
         second = asyncio.create_task(db.append_message("s", "user", "kept"))
         await asyncio.sleep(0.1)  # waits for the first to end
         first.cancel()
+        _release(holder)
         results = await asyncio.gather(first, second, return_exceptions=True)
         await holder.wait()
         await db.close()

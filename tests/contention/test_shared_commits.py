@@ -41,6 +41,16 @@ def _shared(store: Store) -> SharedCommits:
     return store.shared
 
 
+def _released_holder(db_path: Path) -> subprocess.Popen[str]:
+    """Another process holding the write lock until a line on, or the end of, its stdin."""
+    return subprocess.Popen(
+        [sys.executable, str(HOLDER), str(db_path), "release"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _until(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + 30
     while not condition():
@@ -342,18 +352,28 @@ def test_a_child_forked_while_a_call_leads_writes_on_its_own(db_path: Path) -> N
     db = SessionDB(db_path, shared_commits=True)
     db.create_session("a", "cli")
     shared = _shared(db.store)
-    holder = subprocess.Popen(
-        [sys.executable, str(HOLDER), str(db_path), "2"], stdout=subprocess.PIPE, text=True
-    )
+    holder = _released_holder(db_path)
+    assert holder.stdin is not None
+    releasing = holder.stdin
+
+    def in_the_child() -> int:
+        # Forked while the lock is held (a fixed hold could end before the fork on a
+        # loaded machine, and the leader then held SQLite's mutexes at it): the child
+        # lets it go, then writes.
+        releasing.write("release\n")
+        releasing.flush()
+        return db.append_message("a", "user", "from the child")
+
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         first, threads = _in_threads([lambda: db.append_message("a", "user", "from the parent")])
         _until(lambda: shared.leading, "the parent's call to lead")
         _until_a_new_sleep(threads[0])
-        kind, value = run_forked(lambda: db.append_message("a", "user", "from the child"))
+        kind, value = run_forked(in_the_child)
         for thread in threads:
             thread.join(30)
     finally:
+        releasing.close()
         holder.wait(30)
     assert kind == "ok" and isinstance(value, int), (kind, value)
     assert isinstance(first[0], int)
@@ -405,9 +425,8 @@ def test_a_queued_call_out_of_patience_writes_nothing(db_path: Path) -> None:
     db = SessionDB(db_path, shared_commits=True)
     db.create_session("s", "cli")
     store = db.store
-    holder = subprocess.Popen(
-        [sys.executable, str(HOLDER), str(db_path), "1.5"], stdout=subprocess.PIPE, text=True
-    )
+    holder = _released_holder(db_path)
+    assert holder.stdin is not None
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         shared = _shared(store)
@@ -426,10 +445,12 @@ def test_a_queued_call_out_of_patience_writes_nothing(db_path: Path) -> None:
         for thread in second_threads:
             thread.join(30)
         assert isinstance(second[0], StoreLockedError)
+        holder.stdin.close()  # only now: the first call waited the whole time
         for thread in first_threads:
             thread.join(30)
         assert isinstance(first[0], int)
     finally:
+        holder.stdin.close()
         holder.wait(30)
     assert _counts(db_path, "s") == (1, 1, ["patient"])
     db.close()
