@@ -540,7 +540,12 @@ def test_shared_commits_combine_appends_on_a_file_the_agent_made(
         try:
             for thread in threads:
                 thread.start()
-            time.sleep(0.5)
+            # Until the other five are queued behind the waiting leader: a fixed pause
+            # could end before a loaded machine ran them, and each then led its own.
+            deadline = time.monotonic() + 60
+            while shared.queued < 5:
+                assert time.monotonic() < deadline, "the writers never queued"
+                time.sleep(0.01)
         finally:
             blocker.execute("COMMIT")
             blocker.close()
