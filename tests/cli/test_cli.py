@@ -449,6 +449,23 @@ def test_export_one_session_or_one_source_to_stdout(cli: Run, store: Path) -> No
     assert sorted(json.loads(line)["id"] for line in cli_only) == ["child", "recent", "root"]
 
 
+def test_export_onto_a_pipe_or_device_leaves_it_in_place(
+    cli: Run, store: Path, tmp_path: Path
+) -> None:
+    """``--out`` naming a FIFO (or, as root, ``/dev/null``) must not be renamed over by a file."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    one_error_line(
+        cli("export", "--db", str(store), "--out", str(fifo)), str(fifo), "not a regular file"
+    )
+    assert stat.S_ISFIFO(fifo.lstat().st_mode), "the pipe is still a pipe"
+    link = tmp_path / "to-pipe.jsonl"
+    link.symlink_to(fifo)
+    one_error_line(cli("export", "--db", str(store), "--out", str(link)), "not a regular file")
+    assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file left behind"
+
+
 def test_import_links_children_whose_parent_comes_later_in_the_file(
     cli: Run, tmp_path: Path
 ) -> None:
