@@ -466,6 +466,33 @@ def test_export_onto_a_pipe_or_device_leaves_it_in_place(
     assert not list(tmp_path.glob(".*.tmp")), "no temporary file left behind"
 
 
+def test_stored_control_characters_reach_the_terminal_inert(cli: Run, tmp_path: Path) -> None:
+    """ESC and OSC sequences in ids, content, tool output and models are shown, not obeyed."""
+    path, sid = tmp_path / "escapes.db", "s\x1b[31mX"
+    with SessionDB(path) as db:
+        db.create_session(sid, "cli", model="m\x1b]0;retitled\x07")
+        db.create_session("kid", "cli", parent_session_id=sid)
+        db.append_message(sid, "user", "clear\x1b[2J screen\rforged\x9b line")
+        db.append_message(
+            sid, "assistant", None, tool_calls=[{"id": "c\x1b[8m", "function": {"name": "t"}}]
+        )
+        db.append_message(sid, "tool", "out\x1b[1A", tool_call_id="c\x1b[8m", tool_name="t\x07")
+    runs = [
+        ("sessions", "--db", str(path)),
+        ("search", "screen", "--db", str(path)),
+        ("show", sid, "--db", str(path)),
+        ("lineage", "kid", "--db", str(path)),
+        ("stats", "--db", str(path)),
+    ]
+    for args in runs:
+        out = ok(cli(*args)).stdout  # NO_COLOR: any ESC in the output came from the store
+        for control in ("\x1b", "\x07", "\r", "\x9b"):
+            assert control not in out, (args[0], control, out)
+        assert "\u241b" in out, (args[0], out)  # ESC shown as its symbol
+    shown = ok(cli("show", sid, "--db", str(path))).stdout
+    assert "clear\u241b[2J screen\u240dforged\ufffd line" in shown
+
+
 def test_import_links_children_whose_parent_comes_later_in_the_file(
     cli: Run, tmp_path: Path
 ) -> None:
