@@ -493,6 +493,34 @@ def test_stored_control_characters_reach_the_terminal_inert(cli: Run, tmp_path: 
     assert "clear\u241b[2J screen\u240dforged\ufffd line" in shown
 
 
+def test_import_counts_the_messages_it_writes_not_the_counters_a_line_claims(
+    cli: Run, tmp_path: Path
+) -> None:
+    """A hand-edited export: counters from its messages, so 'check' finds the store healthy."""
+    dump, target = tmp_path / "edited.jsonl", tmp_path / "edited.db"
+    line = {
+        "id": "edited",
+        "source": "cli",
+        "started_at": 1.0,
+        "message_count": 5,
+        "tool_call_count": 99,
+        "messages": [
+            {"role": "user", "content": "hi", "timestamp": 2.0},
+            {"role": "assistant", "timestamp": 3.0, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+            {"role": "assistant", "timestamp": 4.0, "tool_calls": "{not json"},
+        ],
+    }
+    bare = {"id": "bare", "source": "cli", "started_at": 1.0}
+    bare_messages = [{"role": "user", "content": "no counters", "timestamp": 2.0}]
+    dump.write_text(json.dumps(line) + "\n" + json.dumps({**bare, "messages": bare_messages}))
+    ok(cli("import", str(dump), "--db", str(target)))
+    with SessionDB(target) as db:
+        edited, plain = db.get_session("edited"), db.get_session("bare")
+    assert (edited["message_count"], edited["tool_call_count"]) == (3, 3)
+    assert (plain["message_count"], plain["tool_call_count"]) == (1, 0)
+    ok(cli("check", "--db", str(target)))
+
+
 def test_import_links_children_whose_parent_comes_later_in_the_file(
     cli: Run, tmp_path: Path
 ) -> None:
