@@ -700,6 +700,10 @@ def test_usage_errors_exit_2(cli: Run, store: Path) -> None:
     both = cli("sessions", "--db", str(store), "--url", f"sqlite:///{store}")
     assert both.returncode == 2 and "not both" in both.stderr
     assert cli("prune", "--db", str(store)).returncode == 2, "--older-than is required"
+    for args in (("sessions", "--db", ""), ("import", ""), ("recover", "--from", "", "--to", "x")):
+        empty = cli(*args)
+        assert empty.returncode == 2 and "empty path" in empty.stderr, empty.stderr
+        assert "is a directory" not in empty.stderr  # Path('') is '.', not what was typed
 
 
 def test_a_locked_store_past_patience_is_one_line(cli: Run, store: Path) -> None:
