@@ -52,6 +52,8 @@ non_negative_float = _number(float, 0)
 
 def file_path(text: str) -> Path:
     """A path that may not exist yet, but is not a directory."""
+    if not text:  # Path("") is the current folder, which the next test would name
+        raise argparse.ArgumentTypeError("an empty path names no file")
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory")

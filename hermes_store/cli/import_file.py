@@ -20,6 +20,7 @@ from sqlalchemy.types import REAL, Integer
 from hermes_store.api.session_db import JSON_MESSAGE_FIELDS
 from hermes_store.cli.args import CliError
 from hermes_store.domain.arguments import int_arg, number_arg, text_arg
+from hermes_store.domain.messages import stored_tool_call_total
 from hermes_store.errors import InvalidInputError
 from hermes_store.schema.tables import messages_table, sessions_table
 from hermes_store.uow.unit import UnitOfWork
@@ -123,6 +124,12 @@ def parse_line(raw: bytes, line: int) -> Record | None:
             ids.append(exported_id)
     except InvalidInputError as error:
         raise CliError(f"line {line}: {error}") from None
+    # The counters follow the messages imported, not the numbers the line claims: a file
+    # edited by hand (or cut short) would otherwise store counters that 'check' calls wrong.
+    session["message_count"] = len(messages)
+    session["tool_call_count"] = sum(
+        stored_tool_call_total(row["tool_calls"]) for row in messages if row["tool_calls"]
+    )
     keep_ids = (
         all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in ids)
         and len(set(ids)) == len(ids)

@@ -36,6 +36,24 @@ _SGR = {
 }
 
 
+_CONTROL_PICTURES = {
+    **{code: 0x2400 + code for code in range(0x20) if chr(code) not in "\n\t"},
+    0x7F: 0x2421,
+    **{code: 0xFFFD for code in range(0x80, 0xA0)},
+}
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (newline and tab aside) shown as symbols.
+
+    Titles are cleaned when set, but ids, message content, tool output and
+    model names are stored as given; a terminal would obey an ESC or OSC
+    sequence among them (clear the screen, retitle the window, forge lines),
+    so what comes out of the store is made inert before it is printed.
+    """
+    return text.translate(_CONTROL_PICTURES)
+
+
 def colored(stream: IO[str]) -> bool:
     """Whether ``stream`` takes ANSI styles: a terminal, or FORCE_COLOR, and never NO_COLOR."""
     if os.environ.get("NO_COLOR"):

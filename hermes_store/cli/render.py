@@ -21,11 +21,17 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from hermes_store.cli.output import printable
 from hermes_store.cli.table import ROLE_STYLES, cost, number, when
 
 
+def _text(value: object, style: str = "") -> Text:
+    """Stored text as plain text: never markup, its control characters inert."""
+    return Text(printable(str(value)), style=style)
+
+
 def _role(role: str | None) -> Text:
-    return Text(role or "?", style=ROLE_STYLES.get(role or "", "bold"))
+    return _text(role or "?", ROLE_STYLES.get(role or "", "bold"))
 
 
 # ----------------------------------------------------------------------
@@ -58,7 +64,7 @@ def session_details(session: Mapping[str, Any]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="fold")
-    grid.add_row("session", Text(str(session["id"]), style="bold"))
+    grid.add_row("session", _text(session["id"], "bold"))
     for key, label in _SESSION_FIELDS:
         value = session.get(key)
         if value is None or (key.endswith("_tokens") and not value):
@@ -71,7 +77,7 @@ def session_details(session: Mapping[str, Any]) -> Table:
             shown = number(value)
         else:
             shown = str(value)
-        grid.add_row(label, Text(shown))
+        grid.add_row(label, _text(shown))
     return grid
 
 
@@ -86,25 +92,23 @@ def message_block(message: Mapping[str, Any]) -> Group:
     header.append(f"#{message.get('id')} ", style="dim")
     header.append_text(_role(message.get("role")))
     if message.get("tool_name"):
-        header.append(f" ({message['tool_name']})", style="magenta")
+        header.append(printable(f" ({message['tool_name']})"), style="magenta")
     header.append(f"  {when(message.get('timestamp'))}", style="dim")
     if message.get("finish_reason"):
-        header.append(f"  finish: {message['finish_reason']}", style="dim")
+        header.append(printable(f"  finish: {message['finish_reason']}"), style="dim")
     if message.get("token_count") is not None:
         header.append(f"  {number(message['token_count'])} tokens", style="dim")
     body: list[Any] = [header]
     if message.get("reasoning"):
-        body.append(
-            Padding(Text(message["reasoning"], style="dim italic"), (0, 0, 0, 2), expand=False)
-        )
+        body.append(Padding(_text(message["reasoning"], "dim italic"), (0, 0, 0, 2), expand=False))
     if message.get("content"):
-        body.append(Padding(Text(message["content"]), (0, 0, 0, 2), expand=False))
+        body.append(Padding(_text(message["content"]), (0, 0, 0, 2), expand=False))
     if message.get("tool_call_id"):
-        reply = Text(f"↳ reply to {message['tool_call_id']}", style="dim")
+        reply = _text(f"↳ reply to {message['tool_call_id']}", "dim")
         body.append(Padding(reply, (0, 0, 0, 2), expand=False))
     if message.get("tool_calls"):
         calls = Text("tool calls: ", style="yellow")
-        calls.append(_compact_json(message["tool_calls"]), style="")
+        calls.append(printable(_compact_json(message["tool_calls"])), style="")
         body.append(Padding(calls, (0, 0, 0, 2), expand=False))
     return Group(*body)
 
@@ -121,9 +125,9 @@ def print_session(console: Console, session: Mapping[str, Any]) -> None:
 # lineage
 # ----------------------------------------------------------------------
 def _node_label(row: Mapping[str, Any], target: str) -> Text:
-    label = Text(str(row["id"]), style="bold reverse" if row["id"] == target else "bold")
+    label = _text(row["id"], "bold reverse" if row["id"] == target else "bold")
     if row.get("title"):
-        label.append(f"  {row['title']}")
+        label.append(printable(f"  {row['title']}"))
     label.append(f"  {when(row.get('started_at'))}", style="dim")
     return label
 
@@ -168,7 +172,7 @@ def usage_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     table.add_column("est. cost", justify="right")
     for row in rows:
         table.add_row(
-            Text(row.get("model") or ""),
+            _text(row.get("model") or ""),
             number(row.get("session_count")),
             number(row.get("total_input")),
             number(row.get("total_output")),
@@ -211,9 +215,9 @@ def top_sessions_table(rows: Sequence[Mapping[str, Any]], width: int) -> Table:
     _whole(table, "est. cost", costs, justify="right")
     for row, used, spent in zip(rows, tokens, costs, strict=True):
         table.add_row(
-            Text(str(row["id"])),
-            Text(row.get("title") or ""),
-            Text(row.get("model") or ""),
+            _text(row["id"]),
+            _text(row.get("title") or ""),
+            _text(row.get("model") or ""),
             used,
             spent,
         )
@@ -237,9 +241,9 @@ def prunable_table(rows: Iterable[Mapping[str, Any]], title: str, width: int) ->
     _whole(table, "messages", counts, justify="right")
     for row, began, stopped, count in zip(rows, started, ended, counts, strict=True):
         table.add_row(
-            Text(str(row["id"])),
-            Text(row.get("title") or ""),
-            Text(row.get("source") or ""),
+            _text(row["id"]),
+            _text(row.get("title") or ""),
+            _text(row.get("source") or ""),
             began,
             stopped,
             count,
@@ -254,7 +258,7 @@ def miscounted_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     table.add_column("tool calls (stored → real)", justify="right")
     for row in rows:
         table.add_row(
-            Text(str(row["id"])),
+            _text(row["id"]),
             f"{row['stored_messages']} → {row['real_messages']}",
             f"{row['stored_tool_calls']} → {row['real_tool_calls']}",
         )
@@ -302,7 +306,7 @@ def recovery_summary(report: Any) -> Text:
         count = sum(b - a + 1 for a, b in report.unread_ranges)
         lines.append(f"  could not read {count} message id(s): {_ranges(report.unread_ranges)}")
     lines.extend(f"  note: {note}" for note in report.notes)
-    return Text("\n".join(lines))
+    return _text("\n".join(lines))
 
 
 def damage_table(trees: Sequence[Any]) -> Table:
@@ -312,8 +316,8 @@ def damage_table(trees: Sequence[Any]) -> Table:
         table.add_column(column, justify="left" if column in ("name", "kind") else "right")
     for tree in trees:
         table.add_row(
-            tree.name,
-            tree.kind,
+            _text(tree.name),
+            _text(tree.kind),
             number(tree.pages),
             number(len(tree.damaged_pages)),
             number(tree.readable),

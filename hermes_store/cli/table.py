@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
-from hermes_store.cli.output import PIPED_WIDTH, colored, paint
+from hermes_store.cli.output import PIPED_WIDTH, colored, paint, printable
 
 Span = tuple[str, str | None]
 Cell = list[Span]
@@ -65,7 +65,7 @@ def one_line(text: str | None) -> str:
 def snippet_spans(snippet: str | None) -> Cell:
     """An FTS5 snippet with its ``>>>match<<<`` markers turned into highlighted spans."""
     spans: Cell = []
-    rest = one_line(snippet)
+    rest = printable(one_line(snippet))
     while rest:
         start = rest.find(MATCH_OPEN)
         end = rest.find(MATCH_CLOSE, start + len(MATCH_OPEN)) if start >= 0 else -1
@@ -239,7 +239,7 @@ def render(
 # the two listings
 # ----------------------------------------------------------------------
 def _plain(text: Any, style: str | None = None) -> Cell:
-    return [(str(text), style)] if text not in (None, "") else []
+    return [(printable(str(text)), style)] if text not in (None, "") else []
 
 
 def sessions_table(rows: Sequence[Mapping[str, Any]], stream: IO[str]) -> str:

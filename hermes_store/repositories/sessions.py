@@ -101,7 +101,7 @@ def insert_session_row(connection: Connection, layout: Layout, values: Mapping[s
     """Insert a session row as given (an id taken is an IntegrityError); no rule applied.
 
     For the tools that move whole stores as they are stored -- an import
-    writes the counters its file holds beside the messages it holds -- not
+    writes the counters of the messages it holds beside them -- not
     for services, which create sessions through :class:`SessionRepository`.
     """
     reads = STANDARD_READS if layout is STANDARD else reads_for(layout)

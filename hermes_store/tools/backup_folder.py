@@ -64,7 +64,8 @@ def _owner(uid: int) -> str:
 
 def _unsafe(directory: Path, info: os.stat_result) -> UnsafeBackupFolderError:
     real = os.path.realpath(directory)
-    where = f"{directory} (a symbolic link to {real})" if str(directory) != real else real
+    linked = os.path.abspath(directory) != real  # a relative path is not a link
+    where = f"{directory} (a symbolic link to {real})" if linked else real
     mode = stat.S_IMODE(info.st_mode)
     return UnsafeBackupFolderError(
         f"refusing to write a backup into {where}: it is owned by {_owner(info.st_uid)} with "

@@ -449,6 +449,78 @@ def test_export_one_session_or_one_source_to_stdout(cli: Run, store: Path) -> No
     assert sorted(json.loads(line)["id"] for line in cli_only) == ["child", "recent", "root"]
 
 
+def test_export_onto_a_pipe_or_device_leaves_it_in_place(
+    cli: Run, store: Path, tmp_path: Path
+) -> None:
+    """``--out`` naming a FIFO (or, as root, ``/dev/null``) must not be renamed over by a file."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    one_error_line(
+        cli("export", "--db", str(store), "--out", str(fifo)), str(fifo), "not a regular file"
+    )
+    assert stat.S_ISFIFO(fifo.lstat().st_mode), "the pipe is still a pipe"
+    link = tmp_path / "to-pipe.jsonl"
+    link.symlink_to(fifo)
+    one_error_line(cli("export", "--db", str(store), "--out", str(link)), "not a regular file")
+    assert link.is_symlink() and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file left behind"
+
+
+def test_stored_control_characters_reach_the_terminal_inert(cli: Run, tmp_path: Path) -> None:
+    """ESC and OSC sequences in ids, content, tool output and models are shown, not obeyed."""
+    path, sid = tmp_path / "escapes.db", "s\x1b[31mX"
+    with SessionDB(path) as db:
+        db.create_session(sid, "cli", model="m\x1b]0;retitled\x07")
+        db.create_session("kid", "cli", parent_session_id=sid)
+        db.append_message(sid, "user", "clear\x1b[2J screen\rforged\x9b line")
+        db.append_message(
+            sid, "assistant", None, tool_calls=[{"id": "c\x1b[8m", "function": {"name": "t"}}]
+        )
+        db.append_message(sid, "tool", "out\x1b[1A", tool_call_id="c\x1b[8m", tool_name="t\x07")
+    runs = [
+        ("sessions", "--db", str(path)),
+        ("search", "screen", "--db", str(path)),
+        ("show", sid, "--db", str(path)),
+        ("lineage", "kid", "--db", str(path)),
+        ("stats", "--db", str(path)),
+    ]
+    for args in runs:
+        out = ok(cli(*args)).stdout  # NO_COLOR: any ESC in the output came from the store
+        for control in ("\x1b", "\x07", "\r", "\x9b"):
+            assert control not in out, (args[0], control, out)
+        assert "\u241b" in out, (args[0], out)  # ESC shown as its symbol
+    shown = ok(cli("show", sid, "--db", str(path))).stdout
+    assert "clear\u241b[2J screen\u240dforged\ufffd line" in shown
+
+
+def test_import_counts_the_messages_it_writes_not_the_counters_a_line_claims(
+    cli: Run, tmp_path: Path
+) -> None:
+    """A hand-edited export: counters from its messages, so 'check' finds the store healthy."""
+    dump, target = tmp_path / "edited.jsonl", tmp_path / "edited.db"
+    line = {
+        "id": "edited",
+        "source": "cli",
+        "started_at": 1.0,
+        "message_count": 5,
+        "tool_call_count": 99,
+        "messages": [
+            {"role": "user", "content": "hi", "timestamp": 2.0},
+            {"role": "assistant", "timestamp": 3.0, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+            {"role": "assistant", "timestamp": 4.0, "tool_calls": "{not json"},
+        ],
+    }
+    bare = {"id": "bare", "source": "cli", "started_at": 1.0}
+    bare_messages = [{"role": "user", "content": "no counters", "timestamp": 2.0}]
+    dump.write_text(json.dumps(line) + "\n" + json.dumps({**bare, "messages": bare_messages}))
+    ok(cli("import", str(dump), "--db", str(target)))
+    with SessionDB(target) as db:
+        edited, plain = db.get_session("edited"), db.get_session("bare")
+    assert (edited["message_count"], edited["tool_call_count"]) == (3, 3)
+    assert (plain["message_count"], plain["tool_call_count"]) == (1, 0)
+    ok(cli("check", "--db", str(target)))
+
+
 def test_import_links_children_whose_parent_comes_later_in_the_file(
     cli: Run, tmp_path: Path
 ) -> None:
@@ -628,6 +700,10 @@ def test_usage_errors_exit_2(cli: Run, store: Path) -> None:
     both = cli("sessions", "--db", str(store), "--url", f"sqlite:///{store}")
     assert both.returncode == 2 and "not both" in both.stderr
     assert cli("prune", "--db", str(store)).returncode == 2, "--older-than is required"
+    for args in (("sessions", "--db", ""), ("import", ""), ("recover", "--from", "", "--to", "x")):
+        empty = cli(*args)
+        assert empty.returncode == 2 and "empty path" in empty.stderr, empty.stderr
+        assert "is a directory" not in empty.stderr  # Path('') is '.', not what was typed
 
 
 def test_a_locked_store_past_patience_is_one_line(cli: Run, store: Path) -> None:

@@ -92,6 +92,10 @@ def test_a_folder_of_ours_that_others_may_write_is_refused(tmp_path: Path) -> No
     folder.chmod(0o1777)  # sticky is not enough: others can still plant names there
     with pytest.raises(UnsafeBackupFolderError):
         backup(path, folder)
+    relative = Path(os.path.relpath(folder))  # 'backup --to open', typed from its parent
+    with pytest.raises(UnsafeBackupFolderError) as refused:
+        backup(path, relative)
+    assert "symbolic link" not in str(refused.value), "a relative path is not a link"
     assert list(folder.iterdir()) == []
     folder.chmod(0o700)
     assert backup(path, folder).path.parent == folder

@@ -433,6 +433,20 @@ def test_ten_megabyte_content_round_trips(db: SessionDB, db_path: Path) -> None:
     assert length == size
 
 
+@pytest.mark.sqlite_only("SQLite's limit on a string's length (PostgreSQL's is its own)")
+def test_content_longer_than_sqlite_takes_is_refused_and_writes_nothing(db: SessionDB) -> None:
+    """A gigabyte of tool output: the store's error, not the driver's "unsupported type".
+
+    One ASCII string just past SQLite's limit on a string (its UTF-8 the same
+    bytes): the heaviest test on memory, kept because nothing smaller reaches it.
+    """
+    db.create_session("big", "cli")
+    before = snapshot(db)
+    with pytest.raises(InvalidInputError, match="too big for SQLite"):
+        db.append_message("big", "tool", "z" * 1_000_000_001)
+    assert snapshot(db) == before
+
+
 # ----------------------------------------------------------------------
 # lone surrogates: UTF-8 cannot store them. In a session's name (its id, its
 # parent, its source) they are refused before anything is written; in every

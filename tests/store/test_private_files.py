@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 import sys
@@ -58,6 +59,23 @@ def test_symlink_at_the_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsafeDatabasePathError, match="symbolic link"):
         SessionDB(link)
     assert not target.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_an_empty_file_of_another_user_is_not_made_a_store(tmp_path: Path) -> None:
+    """Left by someone in a folder others may write: the store would stay theirs to read."""
+    planted = tmp_path / "state.db"
+    planted.touch(mode=0o666)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(planted, nobody.pw_uid, nobody.pw_gid)
+    with pytest.raises(UnsafeDatabasePathError, match="empty file owned by nobody"):
+        SessionDB(planted).create_session("s1", "cli")
+    info = planted.lstat()
+    assert (info.st_size, info.st_uid) == (0, nobody.pw_uid), "left as it was found"
+    os.chown(planted, os.geteuid(), os.getegid())  # an empty file of one's own is a new store
+    with SessionDB(planted) as db:
+        db.create_session("s1", "cli")
+    assert mode(planted) == 0o600
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])

@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from hermes_store.backends.sqlite.library import driver as sqlite3
 from hermes_store.errors import (
+    InvalidInputError,
     StoreAccessError,
     StoreError,
     StoreFullError,
@@ -37,6 +38,15 @@ def sqlite_failure(
     code = getattr(original, "sqlite_errorcode", None)
     primary = None if code is None else code & 0xFF
     detail = str(original)
+    if primary == SQLITE_TOOBIG or (
+        # The driver binds each argument itself, and says only "Error binding parameter"
+        # when SQLite refuses a string longer than its limit (no code comes with it).
+        isinstance(original, sqlite3.InterfaceError) and "binding parameter" in detail
+    ):
+        return InvalidInputError(
+            f"{where}: a value or a row is too big for SQLite (at most {SQLITE_MAX_LENGTH:,} "
+            f"bytes) ({detail}); nothing was written"
+        )
     if primary == sqlite3.SQLITE_FULL:
         return StoreFullError(f"{where}: the disk is full ({detail}); nothing was written")
     if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
@@ -103,6 +113,9 @@ def first_line(error: BaseException | None) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+SQLITE_TOOBIG = 18
+SQLITE_MAX_LENGTH = 1_000_000_000
+"""SQLite's default limit on a string, a blob and a whole row, in bytes."""
 SQLITE_CORRUPT = 11
 SQLITE_NOTADB = 26
 _CORRUPT_CODES = frozenset({SQLITE_CORRUPT, SQLITE_NOTADB})

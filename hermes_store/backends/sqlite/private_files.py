@@ -119,8 +119,27 @@ def ensure_private_database(path: Path, *, tighten: bool = True) -> None:
         else:
             os.close(fd)  # ours, made 0600: nothing to tighten
             return
+    else:
+        _refuse_foreign_empty_file(path)
     if tighten:
         tighten_private_database(path)
+
+
+def _refuse_foreign_empty_file(path: Path) -> None:
+    """An empty file of another user's is not where a new store is made.
+
+    In a folder others may write (``HERMES_HOME`` in ``/tmp``), someone can
+    leave an empty ``state.db`` of theirs: the store written into it stays
+    theirs, to read or change whenever they like. A store that already holds
+    data is another matter (root reading a user's store is how it is meant).
+    """
+    info = path.lstat()
+    if info.st_size == 0 and info.st_uid != os.geteuid():
+        raise UnsafeDatabasePathError(
+            f"refusing to create a store in {path}: it is an empty file owned by "
+            f"{_user(info.st_uid)}, who could read and change every conversation written "
+            "to it; remove it, or pick a folder only you can write"
+        )
 
 
 def tighten_private_database(path: Path) -> None:

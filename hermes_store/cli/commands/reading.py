@@ -206,6 +206,10 @@ def export(
     to_stdout = out_file is None
     if out_file is not None and not out_file.parent.is_dir():
         raise CliError(f"no such directory: {out_file.parent}")
+    if out_file is not None and out_file.exists() and not out_file.is_file():
+        # The export lands by renaming over ``--out``: that would put a file in place of a
+        # pipe or a device (as root, ``/dev/null`` itself), not write into it.
+        raise CliError(f"{out_file} is not a regular file; to write to stdout leave out --out")
     with reader(target) as sdb:
         if session_id is not None:
             record = sdb.export_session(session_id)
