@@ -151,3 +151,24 @@ def test_copy_prints_progress_lines_when_stderr_is_not_a_terminal(
     finished = [line for line in lines if line.startswith("copying messages: 500 of 500")]
     assert finished and "/s" in finished[0] and "done in" in finished[0], lines
     assert any(line.startswith("copying indexes:") for line in lines), lines
+
+
+def test_a_message_with_a_nul_stops_the_copy_with_one_line_and_its_batch_unwritten(
+    tmp_path: Path, pg_url: URL
+) -> None:
+    """``COPY`` streams rows past the engine's error rules: a message holding U+0000
+    (SQLite stores it) reached the CLI as psycopg's DataError and a traceback."""
+    source = tmp_path / "state.db"
+    with SessionDB(source) as db:
+        db.create_session("a", "cli")
+        db.append_messages("a", [{"role": "user", "content": f"fine {k}"} for k in range(5)])
+        db.append_message("a", "assistant", "half\x00way")
+    target = pg_url.set(password="s3cret-pw").render_as_string(hide_password=False)
+    run = subprocess.run(
+        _command(source, target), env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "s3cret-pw" not in run.stderr + run.stdout
+    assert "message 6 of session 'a' holds a NUL character" in run.stderr, run.stderr
+    assert _scalar(pg_url, "SELECT COUNT(*) FROM messages") == 0  # the one batch rolled back

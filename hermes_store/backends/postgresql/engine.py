@@ -142,19 +142,32 @@ def _settings_rule(
     return settings
 
 
+def refused_nul(error: BaseException) -> InvalidInputError | None:
+    """The caller's error for a string psycopg refused because it holds U+0000, else None.
+
+    psycopg refuses such a string before sending it: PostgreSQL text cannot
+    store it. That is the caller's input, so it is said so -- for statements
+    through the engine and for rows streamed with ``COPY`` alike.
+    """
+    import psycopg  # the optional extra: imported only for a PostgreSQL engine
+
+    if isinstance(error, psycopg.DataError) and "NUL (0x00)" in str(error):
+        return InvalidInputError(
+            "text with a NUL character (U+0000) cannot be stored in or looked up "
+            "from PostgreSQL; nothing was changed"
+        )
+    return None
+
+
 def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool) -> None:
     import psycopg  # the optional extra: imported only for a PostgreSQL engine
 
     @event.listens_for(engine, "handle_error")
     def _on_error(context: ExceptionContext) -> None:
-        # psycopg refuses, before sending, any string holding U+0000: PostgreSQL
-        # text cannot store it. That is the caller's input, so it is said so.
         original = context.original_exception
-        if isinstance(original, psycopg.DataError) and "NUL (0x00)" in str(original):
-            raise InvalidInputError(
-                "text with a NUL character (U+0000) cannot be stored in or looked up "
-                "from PostgreSQL; nothing was changed"
-            ) from original
+        refused = refused_nul(original)
+        if refused is not None:
+            raise refused from original
         # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL, and a
         # DOUBLE PRECISION sum that overflows is refused rather than stored as infinity.
         if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
