@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
-from hermes_store.backends.postgresql.engine import refused_nul
+from hermes_store.backends.postgresql.engine import refused_input
 from hermes_store.backends.postgresql.health import SEARCH_INDEXES
 from hermes_store.errors import InvalidInputError
 
@@ -52,20 +52,19 @@ def copy_new_messages(
     names = ", ".join(columns)
     driver = connection.connection.driver_connection
     assert driver is not None
-    row: dict[str, Any] = fresh[0]
     try:
         with driver.cursor() as cursor, cursor.copy(f"COPY messages ({names}) FROM STDIN") as copy:
             for row in fresh:
                 copy.write_row([row[name] for name in columns])
     except Exception as error:
-        # COPY goes past the engine, so its NUL rule is applied here: a raw DataError
-        # reached the CLI as a traceback. The batch's transaction rolls back.
-        if refused_nul(error) is None:
+        # COPY passes no engine rule: a value PostgreSQL cannot hold reached the
+        # CLI as the driver's raw error and a traceback. The batch rolls back.
+        refused = refused_input(error)
+        if refused is None:
             raise
         raise InvalidInputError(
-            f"message {row['id']} of session {row['session_id']!r} holds a NUL character "
-            "(U+0000), which PostgreSQL text cannot store; its batch was not copied (the "
-            "batches before it were, and a run again skips them)"
+            f"messages {fresh[0]['id']} to {fresh[-1]['id']} (one batch) were not copied: "
+            f"{refused}; the batches before it were, and a run again skips them"
         ) from error
     return len(fresh)
 
