@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
@@ -151,3 +152,32 @@ def test_copy_prints_progress_lines_when_stderr_is_not_a_terminal(
     finished = [line for line in lines if line.startswith("copying messages: 500 of 500")]
     assert finished and "/s" in finished[0] and "done in" in finished[0], lines
     assert any(line.startswith("copying indexes:") for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ({"content": "half\x00way"}, "text with a NUL character (U+0000)"),
+        ({"content": "huge", "token_count": 2**40}, "a number is out of range on PostgreSQL"),
+    ],
+    ids=["nul", "int64-token-count"],
+)
+def test_a_message_postgresql_cannot_hold_stops_the_copy_with_one_line_and_its_batch_unwritten(
+    tmp_path: Path, pg_url: URL, bad: dict[str, Any], reason: str
+) -> None:
+    """``COPY`` streams rows past the engine's error rules: a message SQLite stores but
+    PostgreSQL refuses reached the CLI as psycopg's raw error and a traceback."""
+    source = tmp_path / "state.db"
+    with SessionDB(source) as db:
+        db.create_session("a", "cli")
+        db.append_messages("a", [{"role": "user", "content": f"fine {k}"} for k in range(5)])
+        db.append_messages("a", [{"role": "assistant", **bad}])
+    target = pg_url.set(password="s3cret-pw").render_as_string(hide_password=False)
+    run = subprocess.run(
+        _command(source, target), env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "s3cret-pw" not in run.stderr + run.stdout
+    assert f"messages 1 to 6 (one batch) were not copied: {reason}" in run.stderr, run.stderr
+    assert _scalar(pg_url, "SELECT COUNT(*) FROM messages") == 0  # the one batch rolled back

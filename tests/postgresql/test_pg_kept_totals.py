@@ -224,3 +224,16 @@ def test_the_reports_read_the_totals_in_constant_work(pg_url: Any, admin: Engine
         )
     assert "messages " not in plan.replace("message_total", ""), plan
     _assert_kept_right(pg_url, admin)
+
+
+def test_the_kept_usage_report_gives_ints_as_the_aggregate_and_sqlite_do(pg_url: Any) -> None:
+    """PostgreSQL's SUM of BIGINT stripes is NUMERIC: read raw it came back as Decimal, and
+    ``hermes-store stats --json`` printed the counts and token totals as strings."""
+    with SessionDB(pg_url) as db:
+        _fill(db, 6, 1)
+        rows = db.token_usage_by_model()
+    assert rows
+    for row in rows:
+        for name in ("session_count", "total_input", "total_output"):
+            assert type(row[name]) is int, (name, row[name])
+        assert type(row["total_cost"]) is float

@@ -9,6 +9,7 @@ the text cut the same way, and its marks are put back on the text as written.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import URL
@@ -56,3 +57,22 @@ def test_marks_go_back_onto_the_characters_they_were_made_on() -> None:
     # A text whose own ">>>" the marks cannot be told from is left as the headline made it.
     assert marks_on_text("x>>>>>y<<<", "x>>y") == "x>>>>>y<<<"
     assert marks_on_text("<<<<>>>y<<<", "<y") == "<<<<>>>y<<<"
+
+
+EDGE_NUMBERS = ("hello world 29", "29 hello world", "exit code 137", "see 29", "v 3.5 hello 7")
+
+
+@pytest.mark.parametrize("query", ["hello", "world", "exit", "code", "see"])
+def test_a_number_at_a_short_messages_edge_stays_in_its_snippet_as_on_sqlite(
+    pg_url: URL, tmp_path: Path, query: str
+) -> None:
+    """PostgreSQL's headline fragment drops a number at its edge: ``hello world 29``
+    gave ``>>>hello<<< world...`` where FTS5 shows the whole short message."""
+    snippets = []
+    for url in (pg_url.render_as_string(hide_password=False), f"sqlite:///{tmp_path / 'ref.db'}"):
+        with SessionDB(url) as db:
+            db.create_session("s", "cli")
+            for text in EDGE_NUMBERS:
+                db.append_message("s", "user", text)
+            snippets.append(sorted(hit["snippet"] for hit in db.search_messages(query)))
+    assert snippets[0] == snippets[1]

@@ -27,7 +27,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.backends.postgresql.engine import refused_input
 from hermes_store.backends.postgresql.health import SEARCH_INDEXES
+from hermes_store.errors import InvalidInputError
 
 BUILD_MEMORY = "256MB"
 """``maintenance_work_mem`` for each index build (the server's default is 64MB)."""
@@ -50,9 +52,20 @@ def copy_new_messages(
     names = ", ".join(columns)
     driver = connection.connection.driver_connection
     assert driver is not None
-    with driver.cursor() as cursor, cursor.copy(f"COPY messages ({names}) FROM STDIN") as copy:
-        for row in fresh:
-            copy.write_row([row[name] for name in columns])
+    try:
+        with driver.cursor() as cursor, cursor.copy(f"COPY messages ({names}) FROM STDIN") as copy:
+            for row in fresh:
+                copy.write_row([row[name] for name in columns])
+    except Exception as error:
+        # COPY passes no engine rule: a value PostgreSQL cannot hold reached the
+        # CLI as the driver's raw error and a traceback. The batch rolls back.
+        refused = refused_input(error)
+        if refused is None:
+            raise
+        raise InvalidInputError(
+            f"messages {fresh[0]['id']} to {fresh[-1]['id']} (one batch) were not copied: "
+            f"{refused}; the batches before it were, and a run again skips them"
+        ) from error
     return len(fresh)
 
 

@@ -142,27 +142,38 @@ def _settings_rule(
     return settings
 
 
+def refused_input(error: BaseException) -> str | None:
+    """Why PostgreSQL refused the caller's value, when the driver error says so; else None.
+
+    psycopg refuses any string holding U+0000 before sending it (PostgreSQL
+    text cannot store it); numeric_value_out_of_range: INTEGER columns are
+    32-bit there, and a DOUBLE PRECISION sum that overflows is refused rather
+    than stored as infinity. Both are the caller's input, so they are said so
+    -- for statements through the engine and for rows streamed with ``COPY``,
+    which passes no engine rule, alike.
+    """
+    import psycopg  # the optional extra: imported only for a PostgreSQL engine
+
+    if isinstance(error, psycopg.DataError) and "NUL (0x00)" in str(error):
+        return "text with a NUL character (U+0000) cannot be stored in or looked up from PostgreSQL"
+    if getattr(error, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
+        return (
+            f"a number is out of range on PostgreSQL ({str(error).splitlines()[0]}; "
+            "token counters and token_count are 32-bit INTEGER there, costs and their "
+            "sums DOUBLE PRECISION)"
+        )
+    return None
+
+
 def _install_rules(engine: Engine, policy: ContentionPolicy, *, read_only: bool) -> None:
     import psycopg  # the optional extra: imported only for a PostgreSQL engine
 
     @event.listens_for(engine, "handle_error")
     def _on_error(context: ExceptionContext) -> None:
-        # psycopg refuses, before sending, any string holding U+0000: PostgreSQL
-        # text cannot store it. That is the caller's input, so it is said so.
         original = context.original_exception
-        if isinstance(original, psycopg.DataError) and "NUL (0x00)" in str(original):
-            raise InvalidInputError(
-                "text with a NUL character (U+0000) cannot be stored in or looked up "
-                "from PostgreSQL; nothing was changed"
-            ) from original
-        # numeric_value_out_of_range: INTEGER columns are 32-bit on PostgreSQL, and a
-        # DOUBLE PRECISION sum that overflows is refused rather than stored as infinity.
-        if getattr(original, "sqlstate", None) == OUT_OF_RANGE_SQLSTATE:
-            raise InvalidInputError(
-                f"a number is out of range on PostgreSQL ({str(original).splitlines()[0]}; "
-                "token counters and token_count are 32-bit INTEGER there, costs and their "
-                "sums DOUBLE PRECISION); nothing was written"
-            ) from original
+        refused = refused_input(original)
+        if refused is not None:
+            raise InvalidInputError(f"{refused}; nothing was changed") from original
         # Our own statements name no prepared statement: these come from psycopg's
         # automatic ones behind a transaction pooler. Nothing of the call was committed.
         if getattr(original, "sqlstate", None) in POOLED_PREPARE_SQLSTATES:

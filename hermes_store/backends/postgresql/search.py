@@ -48,7 +48,11 @@ HEADLINE_OPTIONS = (
 )
 ELLIPSIS = "..."
 EDGE_CHARS = 40
-"""Punctuation alone before or after a snippet is shown as written up to this long, else ``...``.
+"""Text before or after a snippet is shown as written up to this long, else ``...``.
+
+Punctuation alone, and words the headline left out: PostgreSQL's fragment
+drops a number at its edge (``hello world 29`` gave ``>>>hello<<< world...``),
+where FTS5's snippet of a short message shows all of it.
 
 The headline is made on the cut text (:func:`marks_on_text`), whose edges
 PostgreSQL trims of the spaces the punctuation became; FTS5's snippet keeps
@@ -143,15 +147,12 @@ def word_statement(sources: bool, excluded: bool, roles: bool, walk: bool = Fals
 _HITS = f"""
             SELECT m.id, m.session_id, m.role,
                    CASE WHEN hl.found_at = 0 THEN ''
-                        WHEN btrim(LEFT(hl.cut, hl.found_at - 1)) <> '' THEN '{ELLIPSIS}'
                         WHEN hl.found_at - 1 <= {EDGE_CHARS} THEN LEFT(hl.content, hl.found_at - 1)
                         ELSE '{ELLIPSIS}' END AS snippet_before,
                    hl.headline AS snippet,
                    CASE WHEN hl.found_at > 0
                         THEN SUBSTR(hl.content, hl.found_at, LENGTH(hl.plain)) END AS snippet_text,
                    CASE WHEN hl.found_at = 0 THEN ''
-                        WHEN btrim(SUBSTR(hl.cut, hl.found_at + LENGTH(hl.plain))) <> ''
-                             THEN '{ELLIPSIS}'
                         WHEN LENGTH(hl.cut) - hl.found_at - LENGTH(hl.plain) < {EDGE_CHARS}
                              THEN SUBSTR(hl.content, hl.found_at + LENGTH(hl.plain))
                         ELSE '{ELLIPSIS}' END AS snippet_after,

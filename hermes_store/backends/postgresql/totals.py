@@ -201,9 +201,9 @@ KEPT_USAGE_TRUSTED = text(_trusted(MODEL_TOTALS_TABLE, MODEL_TRIGGERS))
 KEPT_USAGE = text(
     f"""
     SELECT model,
-           SUM(sessions) AS session_count,
-           CASE WHEN SUM(input_known) > 0 THEN SUM(input_sum) END AS total_input,
-           CASE WHEN SUM(output_known) > 0 THEN SUM(output_sum) END AS total_output,
+           SUM(sessions)::bigint AS session_count,
+           CASE WHEN SUM(input_known) > 0 THEN SUM(input_sum)::bigint END AS total_input,
+           CASE WHEN SUM(output_known) > 0 THEN SUM(output_sum)::bigint END AS total_output,
            CASE WHEN SUM(cost_known) > 0 THEN SUM(cost_sum)::double precision END AS total_cost
     FROM {MODEL_TOTALS_TABLE}
     GROUP BY model
@@ -211,7 +211,11 @@ KEPT_USAGE = text(
     ORDER BY total_cost DESC NULLS LAST, model
     """
 )
-"""The usage report from the kept stripes (the same rows as the aggregate over ``sessions``)."""
+"""The usage report from the kept stripes (the same rows as the aggregate over ``sessions``).
+
+SUM of BIGINT is NUMERIC on PostgreSQL: without the casts the counts reached
+callers as Decimal (and JSON as strings), where SQLite and the aggregate give ints.
+"""
 
 _EXACT_USAGE = text(
     """
